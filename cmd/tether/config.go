@@ -1,0 +1,930 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/rules"
+	"github.com/tetherproxy/tether/upstream"
+)
+
+// envPrefix starts every variable tether reads.
+const envPrefix = "TETHER_"
+
+// maxMessageLimit caps TETHER_MAX_MESSAGE_BYTES: a larger message is almost
+// certainly a misconfiguration, and one such message per session times
+// TETHER_MAX_SESSIONS would exhaust any sidecar's memory limit.
+const maxMessageLimit = GiB
+
+// Config is tether's whole configuration, read from TETHER_* variables by
+// LoadConfig. Each field's env tag names its variable (after the TETHER_
+// prefix), envDefault its default, and help the line printed by --help and in
+// README.md. Adding a variable means adding a field here: parsing, --help, the
+// README table and the unknown-variable check follow from the tags.
+type Config struct {
+	// UpstreamURL is the upstream WebSocket endpoint, ws:// or wss://. Required.
+	UpstreamURL *url.URL `env:"UPSTREAM_URL,required,notEmpty" help:"upstream WebSocket URL, ws:// or wss://"`
+
+	// Listen is the app-facing address as host:port (ws://host:port is accepted
+	// too). Default 127.0.0.1:8080. A non-loopback host exposes the proxy, and
+	// with it the upstream credentials, to the network.
+	Listen listenAddr `env:"LISTEN" envDefault:"127.0.0.1:8080" help:"address the app connects to, host:port or ws://host:port"`
+
+	// AdminListen is the host:port of /healthz, /readyz and /metrics; "off"
+	// (stored as "") disables the admin server. Default 127.0.0.1:9090.
+	AdminListen adminAddr `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090" help:"address of /healthz, /readyz and /metrics, host:port or off"`
+
+	// UpstreamHeaders are static request headers for every upstream dial:
+	// "Name: value" entries separated by newlines, or on one line by commas that
+	// precede the next "Name:". Default none. Host, Connection, Upgrade and
+	// Sec-WebSocket-* are refused: the WebSocket handshake owns them.
+	UpstreamHeaders headerList `env:"UPSTREAM_HEADERS" help:"extra upstream request headers, Name: value entries separated by newlines or commas"`
+
+	// UpstreamTokenFile is a file holding a bearer token, re-read on every dial
+	// and sent as "Authorization: Bearer …". Default none. Checked readable and
+	// non-empty at start: a typo should fail now, not as endless 401 retries.
+	UpstreamTokenFile string `env:"UPSTREAM_TOKEN_FILE" help:"file with a bearer token, re-read on every dial"`
+
+	// UpstreamCAFile is a PEM bundle that replaces the system roots for
+	// verifying the upstream's certificate. Default: system roots.
+	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" help:"PEM CA bundle that verifies the upstream instead of the system roots"`
+
+	// UpstreamCertFile and UpstreamKeyFile are a PEM client certificate and key
+	// for mutual TLS; both or neither. Default none.
+	UpstreamCertFile string `env:"UPSTREAM_CERT_FILE" help:"PEM client certificate for mutual TLS (with TETHER_UPSTREAM_KEY_FILE)"`
+	UpstreamKeyFile  string `env:"UPSTREAM_KEY_FILE" help:"PEM private key of TETHER_UPSTREAM_CERT_FILE"`
+
+	// DialTimeout bounds one upstream connect + TLS + handshake. Default 10s.
+	DialTimeout time.Duration `env:"DIAL_TIMEOUT" envDefault:"10s" help:"limit for one upstream connect, TLS and WebSocket handshake"`
+
+	// AcceptWait is how long an app handshake waits for the first upstream dial
+	// before the app is accepted anyway. Default 2s; 0 accepts at once.
+	AcceptWait time.Duration `env:"ACCEPT_WAIT" envDefault:"2s" help:"how long an app handshake waits for the upstream before it is accepted anyway"`
+
+	// BackoffBase is the ceiling of the first reconnect delay. Default 500ms.
+	BackoffBase time.Duration `env:"BACKOFF_BASE" envDefault:"500ms" help:"ceiling of the first reconnect delay, doubled per attempt"`
+
+	// BackoffCap is the largest reconnect delay ceiling; ≥ BackoffBase. Default 30s.
+	BackoffCap time.Duration `env:"BACKOFF_CAP" envDefault:"30s" help:"largest reconnect delay ceiling"`
+
+	// BackoffJitter is full, equal or decorrelated (none: tests only). Default full.
+	BackoffJitter upstream.Jitter `env:"BACKOFF_JITTER" envDefault:"full" help:"reconnect delay randomisation: full, equal, decorrelated or none (tests only)"`
+
+	// StableAfter is how long a connection must stay open to count as
+	// confirmed when ConfirmMatch is unset. Default 10s.
+	StableAfter time.Duration `env:"STABLE_AFTER" envDefault:"10s" help:"time open after which a connection counts as confirmed, when TETHER_CONFIRM_MATCH is unset"`
+
+	// ConfirmMatch, when set, confirms a connection (and resets the backoff
+	// attempt counter) on the first upstream message matching it. Default unset.
+	ConfirmMatch *rules.Matcher `env:"CONFIRM_MATCH" help:"upstream message pattern that confirms a connection and resets the backoff"`
+
+	// RestartFloor is the least delay after upstream close 1012. Default 5s.
+	RestartFloor time.Duration `env:"RESTART_FLOOR" envDefault:"5s" help:"least reconnect delay after close code 1012 (service restart)"`
+
+	// TryAgainFloor is the least delay after upstream close 1013. Default 15s.
+	TryAgainFloor time.Duration `env:"TRY_AGAIN_FLOOR" envDefault:"15s" help:"least reconnect delay after close code 1013 (try again later)"`
+
+	// MaxAttempts is how many consecutive failed attempts end a session with
+	// 1011; 0 means never give up. Default 0.
+	MaxAttempts int `env:"MAX_ATTEMPTS" envDefault:"0" help:"consecutive failed reconnects before the app is closed with 1011; 0 retries forever"`
+
+	// AuthFailuresMax is how many consecutive HTTP 401/403 answers end a
+	// session with 1008. Default 3.
+	AuthFailuresMax int `env:"AUTH_FAILURES_MAX" envDefault:"3" help:"consecutive HTTP 401/403 handshakes before the app is closed with 1008"`
+
+	// PermanentCodes are upstream close codes that end the session (the app is
+	// closed with the same code). Default upstream.DefaultPermanentCodes. As
+	// for every variable, an empty value means the default (Helm charts render
+	// unset values as ""); a blank value (" ") means no codes.
+	PermanentCodes upstream.CodeSet `env:"PERMANENT_CODES" envDefault:"1002,1003,1007,1008,1009,1010" help:"upstream close codes passed to the app instead of reconnecting; ranges like 4500-4999 allowed"`
+
+	// ReauthCodes are upstream close codes after which credentials are re-read
+	// before reconnecting. Default upstream.DefaultReauthCodes.
+	ReauthCodes upstream.CodeSet `env:"REAUTH_CODES" envDefault:"4001,4003" help:"upstream close codes that re-read credentials before reconnecting"`
+
+	// PingInterval is the inbound silence after which a ping is sent; 0
+	// disables the heartbeat (dead connections are then found only by TCP).
+	// Default 15s.
+	PingInterval time.Duration `env:"PING_INTERVAL" envDefault:"15s" help:"upstream silence before a ping is sent; 0 disables the heartbeat"`
+
+	// PingTimeout is how long after a ping silence means a dead connection.
+	// Must be > 0 when PingInterval > 0. Default 10s.
+	PingTimeout time.Duration `env:"PING_TIMEOUT" envDefault:"10s" help:"silence after a ping that declares the upstream dead"`
+
+	// HeartbeatMessage, when set, is sent as a text message instead of a
+	// WebSocket ping. Default unset.
+	HeartbeatMessage string `env:"HEARTBEAT_MESSAGE" help:"text message sent instead of a WebSocket ping"`
+
+	// HeartbeatReplyMatch matches heartbeat replies, which count as liveness
+	// and are not forwarded to the app. Default unset.
+	HeartbeatReplyMatch *rules.Matcher `env:"HEARTBEAT_REPLY_MATCH" help:"upstream message pattern of heartbeat replies, hidden from the app"`
+
+	// OutboxMaxMessages caps messages queued per session while upstream is
+	// down. Default 10000.
+	OutboxMaxMessages int `env:"OUTBOX_MAX_MESSAGES" envDefault:"10000" help:"most app messages queued per session while the upstream is down"`
+
+	// OutboxMaxBytes caps the bytes of those queued messages. Default 8MiB.
+	OutboxMaxBytes ByteSize `env:"OUTBOX_MAX_BYTES" envDefault:"8MiB" help:"most bytes of app messages queued per session while the upstream is down"`
+
+	// OutboxOverflow is close, drop-oldest or drop-newest. Default close.
+	OutboxOverflow buffer.Overflow `env:"OUTBOX_OVERFLOW" envDefault:"close" help:"when the outbox is full: close (the app, with 1013), drop-oldest or drop-newest"`
+
+	// MaxSessions caps concurrent app connections. Default 1024.
+	MaxSessions int `env:"MAX_SESSIONS" envDefault:"1024" help:"most concurrent app connections"`
+
+	// MaxMessageBytes caps one message in either direction, at most 1GiB; an
+	// oversized app message closes the app with 1009. Default 16MiB.
+	MaxMessageBytes ByteSize `env:"MAX_MESSAGE_BYTES" envDefault:"16MiB" help:"largest message in either direction, at most 1GiB"`
+
+	// DownstreamBufferBytes caps upstream messages waiting for a slow app per
+	// session, after which upstream reads pause. Default 16MiB.
+	DownstreamBufferBytes ByteSize `env:"DOWNSTREAM_BUFFER_BYTES" envDefault:"16MiB" help:"bytes buffered per session for a slow app before upstream reads pause"`
+
+	// DrainTimeout is the time over which app sockets are closed on
+	// SIGTERM/SIGINT. Default 10s.
+	DrainTimeout time.Duration `env:"DRAIN_TIMEOUT" envDefault:"10s" help:"time over which app connections are closed on SIGTERM or SIGINT"`
+
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+
+	// LogFormat is json (for collectors) or console (for people). Default json.
+	LogFormat string `env:"LOG_FORMAT" envDefault:"json" help:"json or console"`
+}
+
+// configError reports invalid configuration; main maps it to exit code 2.
+// Err joins one error per problem, each naming its variable.
+type configError struct {
+	Err error
+}
+
+func (e *configError) Error() string {
+	return "invalid configuration:\n  " + strings.ReplaceAll(e.Err.Error(), "\n", "\n  ")
+}
+
+func (e *configError) Unwrap() error { return e.Err }
+
+// problem is one invalid variable. related lists other variables the check
+// read, so it can be suppressed when one of them failed to parse (its zero
+// value would otherwise cause a second, misleading report).
+type problem struct {
+	name    string
+	msg     string
+	related []string
+}
+
+func (p *problem) Error() string { return p.name + ": " + p.msg }
+
+func newProblem(name, format string, args ...any) error {
+	return &problem{name: name, msg: fmt.Sprintf(format, args...)}
+}
+
+// LoadConfig parses and validates tether's variables from environ (the process
+// environment as a map; nothing here reads os.Getenv). All problems are
+// reported together in one *configError: parse errors, unknown TETHER_*
+// variables and failed checks.
+func LoadConfig(environ map[string]string) (Config, error) {
+	if environ == nil {
+		// env.Options falls back to os.Environ() for a nil map.
+		environ = map[string]string{}
+	}
+	cfg, err := env.ParseAsWithOptions[Config](env.Options{
+		Prefix:      envPrefix,
+		Environment: environ,
+		FuncMap:     map[reflect.Type]env.ParserFunc{reflect.TypeFor[url.URL](): parseUpstreamURL},
+	})
+	errs := parseProblems(err, environ)
+	failed := map[string]bool{}
+	for _, e := range errs {
+		var p *problem
+		if errors.As(e, &p) {
+			failed[p.name] = true
+		}
+	}
+	errs = append(errs, unknownVariables(environ)...)
+	for _, e := range flattenErrors(cfg.Validate()) {
+		if !involvesAny(e, failed) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) == 0 {
+		return cfg, nil
+	}
+	sortProblems(errs)
+	return Config{}, &configError{Err: errors.Join(errs...)}
+}
+
+// involvesAny reports whether a validation problem read a variable that
+// already failed to parse.
+func involvesAny(err error, failed map[string]bool) bool {
+	var p *problem
+	if !errors.As(err, &p) {
+		return false
+	}
+	return failed[p.name] || slices.ContainsFunc(p.related, func(n string) bool { return failed[n] })
+}
+
+func flattenErrors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flattenErrors(e)...)
+	}
+	return out
+}
+
+// sortProblems orders problems as the variables appear in --help, unknown
+// variables last, so the report reads like the documentation.
+func sortProblems(errs []error) {
+	order := map[string]int{}
+	for i, v := range configVariables() {
+		order[v.name] = i
+	}
+	rank := func(e error) int {
+		var p *problem
+		if errors.As(e, &p) {
+			if i, ok := order[p.name]; ok {
+				return i
+			}
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(errs, func(a, b error) int { return rank(a) - rank(b) })
+}
+
+// parseProblems turns env's aggregate error into one problem per variable.
+func parseProblems(err error, environ map[string]string) []error {
+	if err == nil {
+		return nil
+	}
+	var out []error
+	for _, e := range flattenErrors(err) {
+		out = append(out, parseProblem(e, environ))
+	}
+	return out
+}
+
+func parseProblem(err error, environ map[string]string) error {
+	var (
+		perr     env.ParseError
+		notSet   env.VarIsNotSetError
+		emptyVar env.EmptyVarError
+	)
+	switch {
+	case errors.As(err, &notSet):
+		return newProblem(notSet.Key, "required, not set")
+	case errors.As(err, &emptyVar):
+		return newProblem(emptyVar.Key, "required, must not be empty")
+	case errors.As(err, &perr):
+		name := fieldVariable(perr.Name)
+		return newProblem(name, "%s", describeParseError(perr, environ[name]))
+	default:
+		// env reports programming errors (unsupported tag, no parser) this way;
+		// keep them visible rather than guess a variable.
+		return err
+	}
+}
+
+// describeParseError words a parse failure for an operator. Values are echoed
+// only for types whose values are not secret: durations and integers.
+func describeParseError(perr env.ParseError, raw string) string {
+	switch {
+	case perr.Type == reflect.TypeFor[time.Duration]():
+		return fmt.Sprintf("invalid duration %q: use a Go duration such as 500ms, 10s or 1m", raw)
+	case perr.Type == reflect.TypeFor[int]():
+		return fmt.Sprintf("invalid integer %q", raw)
+	}
+	var pv env.ParseValueError
+	if errors.As(perr.Err, &pv) {
+		return pv.Err.Error()
+	}
+	return perr.Err.Error()
+}
+
+// fieldVariable maps a Config field name to its variable name.
+func fieldVariable(field string) string {
+	for _, v := range configVariables() {
+		if v.field == field {
+			return v.name
+		}
+	}
+	return field
+}
+
+// serviceLinkSuffix matches the variables Kubernetes injects for every
+// Service in the namespace (enableServiceLinks), after the service name: a
+// Service named "tether" or "tether-admin" yields TETHER_PORT,
+// TETHER_SERVICE_HOST, TETHER_ADMIN_PORT_9090_TCP_ADDR and the like.
+var serviceLinkSuffix = regexp.MustCompile(`^(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PORT|PROTO|ADDR))?)?)$`)
+
+// isServiceLink reports whether name is a Kubernetes service link. Those are
+// not typos and must not stop the pod. A Service's links always include its
+// _SERVICE_HOST and _SERVICE_PORT, which tells them from a mistyped
+// TETHER_LISTEN_PORT. Every split of the name into service and suffix is
+// tried, since service names contain underscores too.
+func isServiceLink(name string, environ map[string]string) bool {
+	rest, ok := strings.CutPrefix(name, envPrefix)
+	for i := 0; ok; {
+		service := envPrefix + rest[:i]
+		_, host := environ[service+"SERVICE_HOST"]
+		_, port := environ[service+"SERVICE_PORT"]
+		if host && port && serviceLinkSuffix.MatchString(rest[i:]) {
+			return true
+		}
+		j := strings.IndexByte(rest[i:], '_')
+		i, ok = i+j+1, j >= 0
+	}
+	return false
+}
+
+// unknownVariables reports TETHER_* variables that no field reads: a typo such
+// as TETHER_UPSTREM_URL would otherwise be ignored silently.
+func unknownVariables(environ map[string]string) []error {
+	known := map[string]bool{}
+	var names []string
+	for _, v := range configVariables() {
+		known[v.name] = true
+		names = append(names, v.name)
+	}
+	var out []error
+	for _, name := range slices.Sorted(maps.Keys(environ)) {
+		if !strings.HasPrefix(name, envPrefix) || known[name] || isServiceLink(name, environ) {
+			continue
+		}
+		msg := "unknown variable"
+		if guess := closestName(name, names); guess != "" {
+			msg += " (did you mean " + guess + "?)"
+		}
+		out = append(out, newProblem(name, "%s", msg))
+	}
+	return out
+}
+
+// closestName returns the known name within a small edit distance of name, or "".
+func closestName(name string, known []string) string {
+	best, bestDist := "", 4
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between two ASCII strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Validate checks values and combinations that parsing alone cannot. Each
+// problem names its variable; all are joined into one error.
+func (c Config) Validate() error {
+	return errors.Join(
+		c.validateUpstreamURL(),
+		c.validateListen(),
+		c.validateHeaders(),
+		c.validateTokenFile(),
+		c.validateTLSFiles(),
+		c.validateTimeouts(),
+		c.validateBackoff(),
+		c.validateAttempts(),
+		c.validateCodes(),
+		c.validateHeartbeat(),
+		c.validateOutbox(),
+		c.validateLimits(),
+		c.validateLogging(),
+	)
+}
+
+func (c Config) validateUpstreamURL() error {
+	if c.UpstreamURL == nil {
+		return newProblem("TETHER_UPSTREAM_URL", "required, not set")
+	}
+	if err := checkUpstreamURL(c.UpstreamURL); err != nil {
+		return newProblem("TETHER_UPSTREAM_URL", "%v", err)
+	}
+	return nil
+}
+
+func (c Config) validateListen() error {
+	if c.Listen == "" {
+		return newProblem("TETHER_LISTEN", "must not be empty")
+	}
+	return nil
+}
+
+func (c Config) validateHeaders() error {
+	if c.UpstreamTokenFile != "" && c.UpstreamHeaders.header.Get("Authorization") != "" {
+		return &problem{
+			name:    "TETHER_UPSTREAM_HEADERS",
+			msg:     "sets Authorization, which TETHER_UPSTREAM_TOKEN_FILE also sets; keep one",
+			related: []string{"TETHER_UPSTREAM_TOKEN_FILE"},
+		}
+	}
+	return nil
+}
+
+func (c Config) validateTokenFile() error {
+	if c.UpstreamTokenFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(c.UpstreamTokenFile)
+	if err != nil {
+		return newProblem("TETHER_UPSTREAM_TOKEN_FILE", "cannot read: %v", err)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return newProblem("TETHER_UPSTREAM_TOKEN_FILE", "file %q is empty", c.UpstreamTokenFile)
+	}
+	return nil
+}
+
+func (c Config) validateTLSFiles() error {
+	var errs []error
+	if c.UpstreamCAFile != "" {
+		if _, err := loadCAPool(c.UpstreamCAFile); err != nil {
+			errs = append(errs, newProblem("TETHER_UPSTREAM_CA_FILE", "%v", err))
+		}
+	}
+	switch {
+	case c.UpstreamCertFile != "" && c.UpstreamKeyFile == "":
+		errs = append(errs, newProblem("TETHER_UPSTREAM_KEY_FILE", "required when TETHER_UPSTREAM_CERT_FILE is set"))
+	case c.UpstreamCertFile == "" && c.UpstreamKeyFile != "":
+		errs = append(errs, newProblem("TETHER_UPSTREAM_CERT_FILE", "required when TETHER_UPSTREAM_KEY_FILE is set"))
+	case c.UpstreamCertFile != "":
+		if _, err := tls.LoadX509KeyPair(c.UpstreamCertFile, c.UpstreamKeyFile); err != nil {
+			errs = append(errs, &problem{
+				name:    "TETHER_UPSTREAM_CERT_FILE",
+				msg:     fmt.Sprintf("cannot load key pair: %v", err),
+				related: []string{"TETHER_UPSTREAM_KEY_FILE"},
+			})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) validateTimeouts() error {
+	return errors.Join(
+		durationAbove("TETHER_DIAL_TIMEOUT", c.DialTimeout),
+		durationAtLeast0("TETHER_ACCEPT_WAIT", c.AcceptWait),
+		durationAbove("TETHER_STABLE_AFTER", c.StableAfter),
+		durationAtLeast0("TETHER_RESTART_FLOOR", c.RestartFloor),
+		durationAtLeast0("TETHER_TRY_AGAIN_FLOOR", c.TryAgainFloor),
+		durationAtLeast0("TETHER_DRAIN_TIMEOUT", c.DrainTimeout),
+	)
+}
+
+func (c Config) validateBackoff() error {
+	if err := durationAbove("TETHER_BACKOFF_BASE", c.BackoffBase); err != nil {
+		return err
+	}
+	if c.BackoffCap < c.BackoffBase {
+		return &problem{
+			name: "TETHER_BACKOFF_CAP",
+			msg: fmt.Sprintf("must be ≥ TETHER_BACKOFF_BASE (%s), got %q",
+				c.BackoffBase, c.BackoffCap.String()),
+			related: []string{"TETHER_BACKOFF_BASE"},
+		}
+	}
+	return nil
+}
+
+func (c Config) validateAttempts() error {
+	var errs []error
+	if c.MaxAttempts < 0 {
+		errs = append(errs, newProblem("TETHER_MAX_ATTEMPTS", "must be ≥ 0 (0 retries forever), got %d", c.MaxAttempts))
+	}
+	if c.AuthFailuresMax < 1 {
+		errs = append(errs, newProblem("TETHER_AUTH_FAILURES_MAX", "must be ≥ 1, got %d", c.AuthFailuresMax))
+	}
+	return errors.Join(errs...)
+}
+
+// validateCodes refuses a code in both lists: tether could not tell whether
+// to give up or to re-authenticate.
+func (c Config) validateCodes() error {
+	for code := 1000; code <= 4999; code++ {
+		if c.PermanentCodes.Contains(code) && c.ReauthCodes.Contains(code) {
+			return &problem{
+				name:    "TETHER_REAUTH_CODES",
+				msg:     fmt.Sprintf("code %d is also in TETHER_PERMANENT_CODES", code),
+				related: []string{"TETHER_PERMANENT_CODES"},
+			}
+		}
+	}
+	return nil
+}
+
+func (c Config) validateHeartbeat() error {
+	if err := durationAtLeast0("TETHER_PING_INTERVAL", c.PingInterval); err != nil {
+		return err
+	}
+	if c.PingInterval > 0 && c.PingTimeout <= 0 {
+		return &problem{
+			name:    "TETHER_PING_TIMEOUT",
+			msg:     fmt.Sprintf("must be > 0 while TETHER_PING_INTERVAL is set, got %q", c.PingTimeout.String()),
+			related: []string{"TETHER_PING_INTERVAL"},
+		}
+	}
+	return nil
+}
+
+func (c Config) validateOutbox() error {
+	var errs []error
+	if c.OutboxMaxMessages <= 0 {
+		errs = append(errs, newProblem("TETHER_OUTBOX_MAX_MESSAGES", "must be > 0, got %d", c.OutboxMaxMessages))
+	}
+	errs = append(errs, sizeAbove0("TETHER_OUTBOX_MAX_BYTES", c.OutboxMaxBytes))
+	return errors.Join(errs...)
+}
+
+func (c Config) validateLimits() error {
+	var errs []error
+	if c.MaxSessions <= 0 {
+		errs = append(errs, newProblem("TETHER_MAX_SESSIONS", "must be > 0, got %d", c.MaxSessions))
+	}
+	if c.MaxMessageBytes > maxMessageLimit {
+		errs = append(errs, newProblem("TETHER_MAX_MESSAGE_BYTES", "must be ≤ %s, got %q", maxMessageLimit, c.MaxMessageBytes.String()))
+	}
+	errs = append(errs,
+		sizeAbove0("TETHER_MAX_MESSAGE_BYTES", c.MaxMessageBytes),
+		sizeAbove0("TETHER_DOWNSTREAM_BUFFER_BYTES", c.DownstreamBufferBytes),
+	)
+	return errors.Join(errs...)
+}
+
+func (c Config) validateLogging() error {
+	var errs []error
+	if _, err := parseLogLevel(c.LogLevel); err != nil {
+		errs = append(errs, newProblem("TETHER_LOG_LEVEL", "%v", err))
+	}
+	if _, err := newLogEncoder(c.LogFormat); err != nil {
+		errs = append(errs, newProblem("TETHER_LOG_FORMAT", "%v", err))
+	}
+	return errors.Join(errs...)
+}
+
+func durationAbove(name string, d time.Duration) error {
+	if d <= 0 {
+		return newProblem(name, "must be > 0, got %q", d.String())
+	}
+	return nil
+}
+
+func durationAtLeast0(name string, d time.Duration) error {
+	if d < 0 {
+		return newProblem(name, "must be ≥ 0, got %q", d.String())
+	}
+	return nil
+}
+
+func sizeAbove0(name string, s ByteSize) error {
+	if s <= 0 {
+		return newProblem(name, "must be > 0, got %q", s.String())
+	}
+	return nil
+}
+
+// parseUpstreamURL is the env parser for TETHER_UPSTREAM_URL. Its errors never
+// contain the URL: it may carry a password or a token in its query.
+func parseUpstreamURL(v string) (any, error) {
+	u, err := url.Parse(strings.TrimSpace(v))
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("invalid URL: %w", err)
+	}
+	if err := checkUpstreamURL(u); err != nil {
+		return nil, err
+	}
+	return *u, nil
+}
+
+func checkUpstreamURL(u *url.URL) error {
+	switch {
+	case u.Scheme != "ws" && u.Scheme != "wss":
+		return fmt.Errorf("scheme must be ws or wss, got %q", u.Scheme)
+	case u.Host == "":
+		return errors.New("missing host")
+	case u.Fragment != "":
+		// RFC 6455 §3: a WebSocket URI must not contain a fragment.
+		return errors.New("must not contain a #fragment")
+	}
+	return nil
+}
+
+// listenAddr is the app-facing listen address as host:port. It accepts
+// "host:port" and "ws://host:port"; tcp:// and unix:// are reserved for the
+// line-mode and unix-socket listeners and refused until they exist.
+type listenAddr string
+
+// UnmarshalText normalises the address to host:port.
+func (l *listenAddr) UnmarshalText(text []byte) error {
+	v := strings.TrimSpace(string(text))
+	if strings.Contains(v, ",") {
+		return errors.New("several listeners are not supported yet")
+	}
+	if scheme, rest, ok := strings.Cut(v, "://"); ok {
+		switch scheme {
+		case "ws":
+			v = strings.TrimSuffix(rest, "/")
+		case "tcp", "unix":
+			return fmt.Errorf("%s:// listeners are not supported yet", scheme)
+		default:
+			return fmt.Errorf("unsupported scheme %q: use host:port or ws://host:port", scheme)
+		}
+	}
+	if err := checkHostPort(v); err != nil {
+		return err
+	}
+	*l = listenAddr(v)
+	return nil
+}
+
+// IsLoopback reports whether the address only accepts local connections.
+// main warns otherwise: the proxy adds the upstream credentials to anything
+// that connects.
+func (l listenAddr) IsLoopback() bool {
+	return isLoopbackAddr(string(l))
+}
+
+// adminAddr is the admin server's host:port; "" means disabled ("off").
+type adminAddr string
+
+// UnmarshalText accepts host:port or "off".
+func (a *adminAddr) UnmarshalText(text []byte) error {
+	v := strings.TrimSpace(string(text))
+	if v == "off" {
+		*a = ""
+		return nil
+	}
+	if err := checkHostPort(v); err != nil {
+		return fmt.Errorf("%w (or off)", err)
+	}
+	*a = adminAddr(v)
+	return nil
+}
+
+func checkHostPort(v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("invalid address %q: use host:port", v)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("invalid port %q in %q", port, v)
+	}
+	if strings.ContainsAny(host, "/ ") {
+		return fmt.Errorf("invalid host %q in %q", host, v)
+	}
+	return nil
+}
+
+// isLoopbackAddr reports whether hostport names localhost or a loopback IP.
+// An empty host listens on every interface, so it is not loopback.
+func isLoopbackAddr(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// headerList holds TETHER_UPSTREAM_HEADERS, parsed.
+type headerList struct {
+	header http.Header
+}
+
+// UnmarshalText parses "Name: value" entries. Entries are separated by
+// newlines; on a single line, a comma followed by "Name:" starts the next
+// entry, so values that contain commas ("Accept: a, b") survive. A comma that
+// ends a line and blank entries are ignored. Errors name the entry and header
+// name but never the value, which is often a secret.
+func (h *headerList) UnmarshalText(text []byte) error {
+	out := http.Header{}
+	for i, entry := range splitHeaderEntries(string(text)) {
+		name, value, err := parseHeaderEntry(entry)
+		if err != nil {
+			return fmt.Errorf("entry %d: %w", i+1, err)
+		}
+		out.Add(name, value)
+	}
+	h.header = out
+	return nil
+}
+
+// headerEntryStart finds ", Name:" where a new entry begins on one line.
+var headerEntryStart = regexp.MustCompile(`,\s*[!#$%&'*+\-.^_` + "`" + `|~0-9A-Za-z]+\s*:`)
+
+func splitHeaderEntries(s string) []string {
+	var entries []string
+	for line := range strings.Lines(s) {
+		// A line may end with the comma of a one-line list split over lines.
+		rest := strings.TrimSuffix(strings.TrimSpace(line), ",")
+		for {
+			loc := headerEntryStart.FindStringIndex(rest)
+			if loc == nil {
+				break
+			}
+			entries = append(entries, rest[:loc[0]])
+			rest = rest[loc[0]+1:]
+		}
+		entries = append(entries, rest)
+	}
+	return slices.DeleteFunc(entries, func(e string) bool { return strings.TrimSpace(e) == "" })
+}
+
+func parseHeaderEntry(entry string) (string, string, error) {
+	name, value, ok := strings.Cut(strings.TrimSpace(entry), ":")
+	if !ok {
+		return "", "", errors.New(`missing ":" (use Name: value)`)
+	}
+	name = strings.TrimSpace(name)
+	if !isHTTPToken(name) {
+		return "", "", fmt.Errorf("invalid header name %q", name)
+	}
+	canonical := http.CanonicalHeaderKey(name)
+	if isHandshakeHeader(canonical) {
+		return "", "", fmt.Errorf("header %q is set by tether's WebSocket handshake", canonical)
+	}
+	value = strings.TrimSpace(value)
+	if strings.ContainsFunc(value, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+		return "", "", fmt.Errorf("header %q: value contains a control character", canonical)
+	}
+	return canonical, value, nil
+}
+
+// isHTTPToken reports whether s is an RFC 9110 §5.6.2 token.
+func isHTTPToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r > 0x7e || !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' ||
+			strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHandshakeHeader(canonical string) bool {
+	switch canonical {
+	case "Host", "Connection", "Upgrade":
+		return true
+	}
+	return strings.HasPrefix(canonical, "Sec-Websocket-")
+}
+
+// Header returns a copy of the static upstream headers (never nil).
+func (c Config) Header() http.Header {
+	if c.UpstreamHeaders.header == nil {
+		return http.Header{}
+	}
+	return c.UpstreamHeaders.header.Clone()
+}
+
+// TLSConfig returns the upstream TLS settings: nil for a ws:// upstream with
+// no CA or client certificate configured; otherwise TLS 1.2 or later, RootCAs
+// from TETHER_UPSTREAM_CA_FILE (system roots when unset) and the client key
+// pair. Files are read again on each call.
+func (c Config) TLSConfig() (*tls.Config, error) {
+	secure := c.UpstreamURL != nil && c.UpstreamURL.Scheme == "wss"
+	if !secure && c.UpstreamCAFile == "" && c.UpstreamCertFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.UpstreamCAFile != "" {
+		pool, err := loadCAPool(c.UpstreamCAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = pool
+	}
+	if c.UpstreamCertFile != "" {
+		pair, err := tls.LoadX509KeyPair(c.UpstreamCertFile, c.UpstreamKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load client key pair: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+func loadCAPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no PEM certificate found in %q", file)
+	}
+	return pool, nil
+}
+
+// RedactedUpstreamURL is TETHER_UPSTREAM_URL fit for logs.
+func (c Config) RedactedUpstreamURL() string {
+	return redactURL(c.UpstreamURL)
+}
+
+// secretQueryKeys are query parameters whose values are replaced in logs
+// (compared case-insensitively).
+var secretQueryKeys = []string{
+	"token", "access_token", "key", "api_key", "apikey",
+	"secret", "password", "sig", "signature", "auth",
+}
+
+const redacted = "REDACTED"
+
+// redactURL hides credentials in u: the userinfo password (or a bare
+// username, which is how many services pass a token, https://TOKEN@host) and
+// the values of token-like query parameters. The query keeps its order.
+func redactURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	r := *u
+	if r.User != nil {
+		if _, hasPassword := r.User.Password(); hasPassword {
+			r.User = url.UserPassword(r.User.Username(), redacted)
+		} else {
+			r.User = url.User(redacted)
+		}
+	}
+	r.RawQuery = redactQuery(u.RawQuery)
+	return r.String()
+}
+
+func redactQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	parts := strings.Split(raw, "&")
+	for i, part := range parts {
+		rawKey, _, _ := strings.Cut(part, "=")
+		key, err := url.QueryUnescape(rawKey)
+		if err != nil {
+			key = rawKey
+		}
+		if isSecretQueryKey(key) {
+			parts[i] = rawKey + "=" + redacted
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+func isSecretQueryKey(key string) bool {
+	k := strings.ToLower(key)
+	if slices.Contains(secretQueryKeys, k) {
+		return true
+	}
+	// Catch the common variants (auth_token, client_secret, X-Amz-Signature).
+	for _, s := range []string{"token", "secret", "password", "signature"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}

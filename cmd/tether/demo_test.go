@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// demoTimeout bounds a whole demo run in these tests: the run itself plus
+// tether's drain (TETHER_DRAIN_TIMEOUT=1s in the demo) and the client's
+// close wait, with room for a loaded machine.
+const demoTimeout = 60 * time.Second
+
+// TestDemoRuns plays the README's first command, shortened: the real feed,
+// the real sidecar code path and the naive client, with a fault every
+// second. The client's socket must survive every fault.
+func TestDemoRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for 6s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"demo", "-duration", "6s", "-fault-every", "1s", "-seed", "1"}
+	if err := run(ctx, args, map[string]string{}, &out, &errOut); err != nil {
+		t.Fatalf("run = %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"seed 1 ",
+		"  fault   ",                       // at least one fault was injected
+		"tether  upstream back on retry #", // and tether reconnected
+		"closes: 0",
+		"summary after",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "!!!") {
+		t.Errorf("output reports a failure:\n%s", s)
+	}
+	if errOut.Len() > 0 {
+		t.Errorf("stderr not empty:\n%s", errOut.String())
+	}
+}
+
+// lineSignal is a concurrency-safe buffer that closes a channel once its
+// content contains a marker.
+type lineSignal struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	seen   chan struct{}
+	once   sync.Once
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.marker) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *lineSignal) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// Ctrl-C (the context ending) stops a demo started without -duration
+// cleanly: the client closes first, so it still reports closes: 0.
+func TestDemoInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
+	defer cancel()
+	runCtx, interrupt := context.WithCancel(ctx)
+	out := &lineSignal{marker: "client  connected to tether", seen: make(chan struct{})}
+	var errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, []string{"demo", "-fault-every", "1s"}, nil, out, &errOut) }()
+	select {
+	case <-out.seen:
+	case err := <-done:
+		t.Fatalf("demo ended before the client connected: %v\n%s", err, out.String())
+	case <-ctx.Done():
+		t.Fatalf("client never connected:\n%s", out.String())
+	}
+	interrupt()
+	if err := <-done; err != nil {
+		t.Fatalf("run after interrupt = %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"interrupted: stopping the faults", "until Ctrl-C", "closes: 0"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestDemoBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"-bogus"}, "flag provided but not defined"},
+		{"bad duration", []string{"-duration", "soon"}, "invalid value"},
+		{"negative duration", []string{"-duration", "-1s"}, "-duration"},
+		{"faults too often", []string{"-fault-every", "1ms"}, "-fault-every"},
+		{"zero rate", []string{"-rate", "0"}, "-rate"},
+		{"rate too high", []string{"-rate", "100000"}, "-rate"},
+		{"bad seed", []string{"-seed", "-3"}, "invalid value"},
+		{"extra argument", []string{"now"}, `unexpected argument "now"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), append([]string{"demo"}, tc.args...), nil, &out, &errOut)
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run = %v, want a usage error mentioning %q", err, tc.want)
+			}
+			if code := exitCode(err, &bytes.Buffer{}); code != 2 {
+				t.Errorf("exit code = %d, want 2", code)
+			}
+			if out.Len() > 0 {
+				t.Errorf("a bad flag started the demo:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func TestDemoHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"demo", "-h"}, nil, &out, &errOut); err != nil {
+		t.Fatalf("run demo -h = %v", err)
+	}
+	for _, want := range []string{"usage: tether demo", "-duration", "-fault-every", "-seed", "-rate"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func validOptions() Options {
+	return Options{
+		FaultEvery: DefaultFaultEvery,
+		Rate:       DefaultRate,
+		Out:        &bytes.Buffer{},
+		Tether: func(ctx context.Context, _ map[string]string, _ *zap.Logger, _ chan<- net.Addr) error {
+			<-ctx.Done()
+			return nil
+		},
+	}
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Options)
+		want   string
+	}{
+		{"negative duration", func(o *Options) { o.Duration = -time.Second }, "duration"},
+		{"faults too often", func(o *Options) { o.FaultEvery = time.Millisecond }, "fault interval"},
+		{"rate zero", func(o *Options) { o.Rate = 0 }, "rate"},
+		{"rate too high", func(o *Options) { o.Rate = MaxRate + 1 }, "rate"},
+		{"no output", func(o *Options) { o.Out = nil }, "output"},
+		{"no tether", func(o *Options) { o.Tether = nil }, "tether"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			tc.change(&o)
+			err := Run(context.Background(), o)
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run = %v, want ErrInvalidOptions about %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunTetherFailures(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name   string
+		tether TetherFunc
+		want   error
+	}{
+		{"fails to start", func(context.Context, map[string]string, *zap.Logger, chan<- net.Addr) error {
+			return errBoom
+		}, errBoom},
+		{"returns at once", func(context.Context, map[string]string, *zap.Logger, chan<- net.Addr) error {
+			return nil
+		}, ErrTetherStopped},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			o.Tether = tc.tether
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			err := Run(ctx, o)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Run = %v, want %v", err, tc.want)
+			}
+			if n := strings.Count(err.Error(), tc.want.Error()); n != 1 {
+				t.Errorf("Run = %q: the cause is reported %d times, want once", err, n)
+			}
+		})
+	}
+}
+
+// Run hands tether the demo's configuration, and stops it when interrupted
+// before tether was ready.
+func TestRunPassesTheDemoConfiguration(t *testing.T) {
+	got := make(chan map[string]string, 1)
+	o := validOptions()
+	ctx, cancel := context.WithCancel(context.Background())
+	o.Tether = func(tctx context.Context, env map[string]string, _ *zap.Logger, _ chan<- net.Addr) error {
+		got <- env
+		cancel() // the user presses Ctrl-C before tether listens
+		<-tctx.Done()
+		return nil
+	}
+	if err := Run(ctx, o); err != nil {
+		t.Fatalf("Run = %v, want nil after an interruption", err)
+	}
+	env := <-got
+	want := map[string]string{
+		"TETHER_LISTEN":        "127.0.0.1:0",
+		"TETHER_ADMIN_LISTEN":  "off",
+		"TETHER_PING_INTERVAL": "1s",
+		"TETHER_PING_TIMEOUT":  "1s",
+		"TETHER_CONFIRM_MATCH": confirmMatch,
+		"TETHER_RESTART_FLOOR": "1s",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if !strings.HasPrefix(env["TETHER_UPSTREAM_URL"], "ws://127.0.0.1:") {
+		t.Errorf("TETHER_UPSTREAM_URL = %q, want the feed", env["TETHER_UPSTREAM_URL"])
+	}
+}

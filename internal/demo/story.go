@@ -1,0 +1,278 @@
+package demo
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// core is the zapcore.Core behind tether's logger in the demo: every entry
+// tether writes goes to the narrator, which turns the ones it knows into
+// sentences. It is safe for concurrent use (the narrator serialises).
+type core struct {
+	n      *narrator
+	fields []zapcore.Field // accumulated by With (session id, ...)
+}
+
+// logger returns a zap logger that narrates tether's entries.
+func (n *narrator) logger() *zap.Logger { return zap.New(&core{n: n}) }
+
+func (c *core) Enabled(l zapcore.Level) bool {
+	return l >= zapcore.InfoLevel || c.n.story.verbose
+}
+
+func (c *core) With(fields []zapcore.Field) zapcore.Core {
+	return &core{n: c.n, fields: append(slices.Clip(c.fields), fields...)}
+}
+
+func (c *core) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *core) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range c.fields {
+		f.AddTo(enc)
+	}
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	c.n.tether(e, logFields(enc.Fields))
+	return nil
+}
+
+func (c *core) Sync() error { return nil }
+
+// tether narrates one of tether's log entries, if it tells the story.
+func (n *narrator) tether(e zapcore.Entry, f logFields) {
+	t := e.Time
+	if t.IsZero() {
+		t = n.now()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if text, ok := n.story.line(e, f); ok {
+		n.line(t, srcTether, text)
+	}
+}
+
+// logFields are an entry's fields as zap's map encoder stores them.
+type logFields map[string]any
+
+func (f logFields) str(k string) string {
+	s, _ := f[k].(string)
+	return s
+}
+
+func (f logFields) dur(k string) (time.Duration, bool) {
+	d, ok := f[k].(time.Duration)
+	return d, ok
+}
+
+func (f logFields) int(k string) (int64, bool) {
+	switch v := f[k].(type) {
+	case int64:
+		return v, true
+	case uint64:
+		return int64(v), true
+	case int:
+		return int64(v), true
+	}
+	return 0, false
+}
+
+// tetherStats is what the narrator counted from tether's log.
+type tetherStats struct {
+	losses      int           // live upstream connections lost
+	failedDials int           // dials refused or failed
+	reconnects  int           // connections confirmed after a loss
+	longestDown time.Duration // longest loss → confirmation
+	gaveUp      bool          // tether stopped retrying (it never should here)
+}
+
+// story translates tether's log entries into narration and counts them. Not
+// safe for concurrent use: the narrator calls it under its lock.
+type story struct {
+	settings
+	verbose bool // fixed at construction
+	stats   tetherStats
+
+	// silentSince is when the feed went half-open (zero otherwise): tether
+	// can only notice silence, so the narration adds how long it lasted.
+	silentSince time.Time
+	// outageSince is silentSince once tether has declared the connection
+	// dead, until it is back: the outage began before tether's downtime.
+	outageSince time.Time
+}
+
+// wentSilent records that the feed stopped sending at t.
+func (s *story) wentSilent(t time.Time) { s.silentSince = t }
+
+// line returns the narration for one entry, or false to stay silent.
+func (s *story) line(e zapcore.Entry, f logFields) (string, bool) {
+	switch e.Message {
+	case "tether started":
+		return fmt.Sprintf("listening on %s for the app; upstream %s", f.str("listen"), f.str("upstream")), true
+	case "upstream reconnect scheduled":
+		return s.scheduled(e.Time, f), true
+	case "upstream confirmed":
+		return s.confirmed(e.Time, f), true
+	case "app connected":
+		return "accepted the client's connection: from now on tether keeps it open, whatever the upstream does", true
+	case "app closed":
+		code, _ := f.int("close_code")
+		return fmt.Sprintf("the client closed its socket (%d); tether closes the upstream with 1000", code), true
+	case "outbox flushed":
+		n, _ := f.int("messages")
+		return fmt.Sprintf("sent %s the client wrote while the upstream was down", plural(n, "message", "messages")), true
+	case "shutting down":
+		return "shutting down", true
+	case "stopped":
+		return "stopped", true
+	case "upstream failed permanently", "upstream unreachable, giving up":
+		s.stats.gaveUp = true
+		return fmt.Sprintf("!!! gave up on the upstream: %s", f.str("error")), true
+	}
+	if e.Level >= zapcore.WarnLevel || s.verbose {
+		return raw(e, f), true
+	}
+	return "", false
+}
+
+// scheduled narrates "upstream reconnect scheduled": what failed, and the
+// delay tether chose.
+func (s *story) scheduled(t time.Time, f logFields) string {
+	attempt, _ := f.int("attempt")
+	delay, _ := f.dur("delay")
+	next := fmt.Sprintf("→ retry #%d in %s%s", attempt, fmtDelay(delay), s.floorNote(f))
+	if status, ok := f.int("http_status"); ok {
+		s.stats.failedDials++
+		return fmt.Sprintf("%s refused: HTTP %d%s %s", dialName(attempt-1), status, retryAfterNote(f), next)
+	}
+	if cause, ok := strings.CutPrefix(f.str("reason"), "dial upstream: "); ok {
+		s.stats.failedDials++
+		return fmt.Sprintf("%s failed: %s %s", dialName(attempt-1), plainCause(cause), next)
+	}
+	s.stats.losses++
+	return s.loss(t, f) + " " + next
+}
+
+// loss names why a live connection ended.
+func (s *story) loss(t time.Time, f logFields) string {
+	if code, ok := f.int("close_code"); ok {
+		if reason := f.str("close_reason"); reason != "" {
+			return fmt.Sprintf("upstream closed with %d %q", code, reason)
+		}
+		return fmt.Sprintf("upstream closed with %d", code)
+	}
+	if f.str("reason") == "heartbeat timeout" {
+		return s.halfOpen(t)
+	}
+	return "upstream lost: " + plainCause(f.str("reason"))
+}
+
+// halfOpen narrates a heartbeat timeout, with the silence it took when the
+// demo knows when the feed went quiet.
+func (s *story) halfOpen(t time.Time) string {
+	bound := fmt.Sprintf("ping interval %s + timeout %s", fmtSetting(s.pingInterval), fmtSetting(s.pingTimeout))
+	since := s.silentSince
+	s.silentSince, s.outageSince = time.Time{}, since
+	if since.IsZero() || t.Before(since) {
+		return "half-open detected: no frame within " + bound
+	}
+	return fmt.Sprintf("half-open detected: no frame for %.1fs (%s)", t.Sub(since).Seconds(), bound)
+}
+
+// floorNote explains a delay the server imposed a minimum on.
+func (s *story) floorNote(f logFields) string {
+	code, _ := f.int("close_code")
+	switch {
+	case code == 1012:
+		return fmt.Sprintf(" (restart floor %s + jitter)", fmtSetting(s.restartFloor))
+	case code == 1013:
+		return fmt.Sprintf(" (try-again floor %s + jitter)", fmtSetting(s.tryAgainFloor))
+	}
+	if ra, ok := f.dur("retry_after"); ok {
+		return fmt.Sprintf(" (Retry-After %s + jitter)", fmtSetting(ra))
+	}
+	return ""
+}
+
+func retryAfterNote(f logFields) string {
+	if ra, ok := f.dur("retry_after"); ok {
+		return ", Retry-After " + fmtSetting(ra)
+	}
+	return ""
+}
+
+// confirmed narrates "upstream confirmed": the first connection, or the end
+// of an outage.
+func (s *story) confirmed(t time.Time, f logFields) string {
+	down, ok := f.dur("downtime")
+	if !ok {
+		return "upstream connected; the feed's hello confirmed it"
+	}
+	attempt, _ := f.int("attempt")
+	s.stats.reconnects++
+	s.stats.longestDown = max(s.stats.longestDown, down)
+	since := s.outageSince
+	s.outageSince = time.Time{}
+	if since.IsZero() || t.Before(since) {
+		return fmt.Sprintf("upstream back on retry #%d (downtime %.2fs)", attempt, down.Seconds())
+	}
+	return fmt.Sprintf("upstream back on retry #%d (downtime %.2fs after detection, %.1fs since the feed went silent)",
+		attempt, down.Seconds(), t.Sub(since).Seconds())
+}
+
+// dialName names the dial that failed: the first one, or retry #n.
+func dialName(n int64) string {
+	if n <= 0 {
+		return "first dial"
+	}
+	return fmt.Sprintf("retry #%d", n)
+}
+
+// plainCause turns a Go network error into the words people know it by.
+func plainCause(reason string) string {
+	switch {
+	case strings.Contains(reason, "connection reset by peer"):
+		return "connection reset by peer"
+	case strings.Contains(reason, "connection refused"):
+		return "connection refused"
+	case strings.Contains(reason, "broken pipe"):
+		return "broken pipe"
+	case strings.Contains(reason, "i/o timeout"):
+		return "timed out"
+	case reason == "EOF", strings.HasSuffix(reason, "EOF"):
+		return "connection closed without a close frame"
+	case reason == "":
+		return "unknown cause"
+	}
+	return reason
+}
+
+// raw renders an entry the story does not know: message and sorted fields.
+func raw(e zapcore.Entry, f logFields) string {
+	keys := make([]string, 0, len(f))
+	for k := range f {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	if e.Level != zapcore.InfoLevel {
+		b.WriteString("[" + e.Level.String() + "] ")
+	}
+	b.WriteString(e.Message)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%v", k, f[k])
+	}
+	return b.String()
+}

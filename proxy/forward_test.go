@@ -1,0 +1,115 @@
+package proxy_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gobwas/ws"
+)
+
+// Messages cross tether whole and with their type, in both directions, and
+// tether answers the app's pings itself.
+func TestForwarding(t *testing.T) {
+	up := newUpstream(t, upstreamConfig{greeting: "welcome"})
+	e := newTether(t, up.srv.URL(), nil)
+	a := dialApp(t, e.url, appOptions{})
+	c := up.nextConn(t)
+
+	// Pushed by the upstream in the same segment as its 101: tether must not
+	// lose it in the dialer's buffer.
+	a.expectText(t, "welcome")
+
+	t.Run("app to upstream", func(t *testing.T) {
+		a.send(t, ws.OpText, "hello")
+		up.expectFromApp(t, c.N(), ws.OpText, "hello")
+		a.send(t, ws.OpBinary, "\x00\x01\xfe\xff")
+		up.expectFromApp(t, c.N(), ws.OpBinary, "\x00\x01\xfe\xff")
+		a.sendFragments(t, ws.OpText, "frag", "mented ", "by the app")
+		up.expectFromApp(t, c.N(), ws.OpText, "fragmented by the app")
+		a.sendFragments(t, ws.OpBinary, "\x00", "\x01")
+		up.expectFromApp(t, c.N(), ws.OpBinary, "\x00\x01")
+	})
+
+	t.Run("upstream to app", func(t *testing.T) {
+		sendOrFail(t, c.Send("text from upstream"))
+		expectMsg(t, a, ws.OpText, "text from upstream")
+		sendOrFail(t, c.SendBinary([]byte{0, 1, 0xfe, 0xff}))
+		expectMsg(t, a, ws.OpBinary, "\x00\x01\xfe\xff")
+		// Split inside a multi-byte rune: only the whole message must be UTF-8.
+		long := strings.Repeat("fragmented upstream message é ", 20)
+		sendOrFail(t, c.SendFragmented(long, 7))
+		expectMsg(t, a, ws.OpText, long)
+	})
+
+	t.Run("app ping answered by tether", func(t *testing.T) {
+		pingsBefore := c.Pings()
+		a.ping(t, "are you there")
+		// The upstream answers pings too, but the app's pong must not depend
+		// on it: stop it answering and ping again.
+		c.IgnorePings(true)
+		a.ping(t, "still there")
+		c.IgnorePings(false)
+		// tether's heartbeat pings the upstream on its own schedule; the app's
+		// two pings are not forwarded on top of it, which would need 2 in a
+		// few milliseconds with pingInterval far longer.
+		if d := c.Pings() - pingsBefore; d >= 2 {
+			t.Errorf("upstream saw %d pings during the app's two, want the app's pings not forwarded", d)
+		}
+	})
+	a.expectOpen(t)
+}
+
+// expectMsg checks op and content, and that tether sent the message as one
+// frame (GOBWAS.md: naive apps cope better with unfragmented messages).
+func expectMsg(t *testing.T, a *app, op ws.OpCode, data string) {
+	t.Helper()
+	m := a.next(t)
+	if m.op != op || string(m.data) != data {
+		t.Fatalf("app got %v %q, want %v %q", m.op, m.data, op, data)
+	}
+	if m.frames != 1 {
+		t.Fatalf("app got %q in %d frames, want 1", data, m.frames)
+	}
+}
+
+func sendOrFail(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("upstream send: %v", err)
+	}
+}
+
+// The app gets the subprotocol the upstream chose from the app's offer.
+func TestSubprotocol(t *testing.T) {
+	tests := []struct {
+		name      string
+		offered   []string
+		supported []string
+		want      string
+	}{
+		{"second offer supported", []string{"a", "b"}, []string{"b"}, "b"},
+		{"first offer preferred", []string{"a", "b"}, []string{"b", "a"}, "a"},
+		{"none supported", []string{"a"}, []string{"b"}, ""},
+		{"none offered", nil, []string{"b"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newUpstream(t, upstreamConfig{subprotocols: tt.supported})
+			e := newTether(t, up.srv.URL(), nil)
+			a := dialApp(t, e.url, appOptions{protocols: tt.offered})
+			c := up.nextConn(t)
+			if a.protocol != tt.want || c.Protocol() != tt.want {
+				t.Fatalf("app got protocol %q, upstream negotiated %q; want %q for both",
+					a.protocol, c.Protocol(), tt.want)
+			}
+			// The app offered one header line "a, b": tether passes each
+			// token on, in the app's order.
+			if h := up.handshake(t, 1); !slices.Equal(h.protocols, tt.offered) {
+				t.Fatalf("upstream was offered %q, want the app's %q", h.protocols, tt.offered)
+			}
+			a.sendText(t, "x")
+			up.expectFromApp(t, c.N(), ws.OpText, "x")
+		})
+	}
+}

@@ -1,0 +1,203 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+
+	"github.com/gobwas/ws"
+	"go.uber.org/zap"
+
+	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/wsconn"
+	"github.com/tetherproxy/tether/upstream"
+)
+
+// Session is one app connection and the logical upstream stream serving it. It
+// implements upstream.Handler.
+type Session struct {
+	id  uint64
+	srv *Server
+	log *zap.Logger
+
+	ctx    context.Context // ends when the session ends
+	cancel context.CancelFunc
+
+	protocols []string // offered by the app, in order
+	admitted  bool     // counted against MaxSessions
+	client    *upstream.Client
+	app       *wsconn.Conn
+	appReady  chan struct{} // closed once app is set
+
+	mu     sync.Mutex
+	live   *upstream.Conn // restored connection taking direct sends; nil while down
+	outbox *buffer.Outbox
+}
+
+func (s *Server) newSession(nc net.Conn) *Session {
+	id := s.nextID.Add(1)
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &Session{
+		id:       id,
+		srv:      s,
+		log:      s.log.With(zap.Uint64("session", id)),
+		ctx:      ctx,
+		cancel:   cancel,
+		appReady: make(chan struct{}),
+		outbox:   buffer.NewOutbox(s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes, s.opts.OutboxOverflow),
+	}
+}
+
+// startClient creates and starts the session's upstream client.
+func (sess *Session) startClient() {
+	opts := sess.srv.opts.Upstream
+	opts.Handler = sess
+	opts.Protocols = sess.protocols
+	opts.Logger = sess.log.Named("upstream")
+	c, err := upstream.New(opts)
+	if err != nil {
+		// Options are validated at start-up; reaching this is a programming error.
+		panic(err)
+	}
+	sess.client = c
+	c.Start(sess.ctx)
+}
+
+// serve runs the session after a successful handshake: the calling goroutine
+// reads the app, a second one watches the upstream client. When either side
+// ends, the other is closed, and serve returns once both have.
+func (sess *Session) serve() {
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		sess.watchUpstream()
+	}()
+	sess.readApp()
+	sess.cancel()
+	sess.client.Close() // closes the live upstream connection with 1000
+	<-watched
+	sess.app.Close(ws.StatusNormalClosure, "")
+	<-sess.app.Done()
+}
+
+// watchUpstream closes the app when the upstream client gives up, with the code
+// that tells the app why (DESIGN.md "Close codes", "HTTP status on handshake").
+func (sess *Session) watchUpstream() {
+	select {
+	case <-sess.client.Done():
+	case <-sess.ctx.Done():
+	}
+	if sess.srv.ctx.Err() != nil {
+		// Shutdown gave up waiting: cut the app now instead of waiting out
+		// its closing handshake (the client has stopped with Err nil).
+		sess.app.Abort()
+		return
+	}
+	err := sess.client.Err()
+	if err == nil {
+		return
+	}
+	code, reason := appCloseFor(err)
+	sess.log.Warn("upstream gave up, closing app", zap.Error(err), zap.Int("close_code", int(code)))
+	sess.closeApp(code, reason)
+}
+
+// appCloseFor maps why the upstream client stopped to the app's close frame.
+func appCloseFor(err error) (ws.StatusCode, string) {
+	var ce *upstream.CloseError
+	switch {
+	case errors.As(err, &ce):
+		return ws.StatusCode(ce.Code), ce.Reason
+	case errors.Is(err, upstream.ErrAuthFailed):
+		return ws.StatusPolicyViolation, err.Error() // "upstream rejected credentials (HTTP 401)"
+	}
+	return ws.StatusInternalServerError, err.Error()
+}
+
+// readApp forwards app messages until the app closes or fails.
+func (sess *Session) readApp() {
+	for {
+		op, data, err := sess.app.ReadMessage()
+		if err != nil {
+			sess.logAppEnd(err)
+			return
+		}
+		sess.fromApp(op, data)
+	}
+}
+
+func (sess *Session) logAppEnd(err error) {
+	var ce *wsconn.CloseError
+	var pe *wsconn.ProtocolError
+	switch {
+	case errors.As(err, &ce):
+		sess.log.Info("app closed", zap.Int("close_code", int(ce.Code)), zap.String("close_reason", ce.Reason))
+	case errors.As(err, &pe):
+		sess.log.Warn("app broke the protocol, closed", zap.Int("close_code", int(pe.Code)), zap.String("reason", pe.Reason))
+	default:
+		sess.log.Info("app connection ended", zap.Error(err))
+	}
+}
+
+// fromApp sends one app message upstream, or queues it while no restored
+// connection is live. Whether a connection is live and the push to the outbox
+// are decided under one lock: Restore marks a connection live only once the
+// outbox is empty under that lock, so a message pushed after a separate check
+// could land behind a finished Restore and wait for the next reconnect, while
+// later messages overtook it.
+func (sess *Session) fromApp(op ws.OpCode, data []byte) {
+	for {
+		live := sess.enqueueUnlessLive(op, data)
+		if live == nil {
+			return
+		}
+		err := live.Send(sess.ctx, op, data)
+		if err == nil || sess.ctx.Err() != nil {
+			return
+		}
+		// live is closing: stop sending to it (Lost will agree) and try
+		// again, which queues the message unless a newer one is live.
+		sess.mu.Lock()
+		if sess.live == live {
+			sess.live = nil
+		}
+		sess.mu.Unlock()
+	}
+}
+
+// enqueueUnlessLive returns the live connection, or queues the message and
+// returns nil when there is none, applying the overflow policy. Every drop is
+// logged; under the close policy the app is closed with 1013.
+func (sess *Session) enqueueUnlessLive(op ws.OpCode, data []byte) *upstream.Conn {
+	sess.mu.Lock()
+	if live := sess.live; live != nil {
+		sess.mu.Unlock()
+		return live
+	}
+	dropped, err := sess.outbox.Push(buffer.Message{Binary: op == ws.OpBinary, Data: slices.Clone(data)})
+	depth := sess.outbox.Len()
+	sess.mu.Unlock()
+	for _, d := range dropped {
+		sess.log.Warn("outbox full, message dropped", zap.Stringer("policy", sess.srv.opts.OutboxOverflow),
+			zap.Int("bytes", len(d.Data)), zap.Int("outbox_messages", depth))
+	}
+	if errors.Is(err, buffer.ErrOutboxFull) {
+		sess.log.Warn("outbox full, closing app", zap.Int("outbox_messages", depth))
+		sess.closeApp(statusTryAgainLater, "outbox full")
+	}
+	return nil
+}
+
+// closeApp starts the app's closing handshake; the reader then ends the session.
+func (sess *Session) closeApp(code ws.StatusCode, reason string) {
+	select {
+	case <-sess.appReady:
+		sess.app.Close(code, reason)
+	default:
+	}
+}
+
+// statusTryAgainLater is close code 1013 (RFC 6455 registry), absent from gobwas.
+const statusTryAgainLater ws.StatusCode = 1013

@@ -1,0 +1,188 @@
+package proxy_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/upstream"
+	"github.com/tetherproxy/tether/upstream/upstreamtest"
+)
+
+const (
+	// feedBurst is how many numbered messages the upstream sends on the
+	// connection that gets killed; the kill comes once the app has seen
+	// killAfter of them, while the rest are still on their way.
+	feedBurst = 2000
+	killAfter = 50
+	// resumedBurst is what the replacement connection sends; all of it must
+	// reach the app.
+	resumedBurst = 200
+)
+
+// survival is one way of killing the upstream mid-stream.
+type survival struct {
+	name     string
+	viaProxy bool // the upstream sits behind a FaultProxy
+	// lossless: every message the killed connection's server managed to send
+	// reaches the app (the bytes were on the wire before the end). Otherwise
+	// bytes in flight may die with the connection, and the app must get a
+	// gap-free prefix of what was sent.
+	lossless bool
+	kill     func(fp *upstreamtest.FaultProxy, c *upstreamtest.Conn) error
+	// afterLoss runs once tether has declared the connection lost.
+	afterLoss func(fp *upstreamtest.FaultProxy)
+	// check asserts the timing of detection (lost) and reconnection (the next
+	// handshake), both measured from the kill.
+	check func(t *testing.T, lost, reconnect time.Duration)
+}
+
+// The central scenario (STYLE.md "Tests"): the upstream streams numbered
+// messages, it is killed mid-stream in each way, and the app, which connected
+// once and never reconnects, sees one socket that never closes, a stream in
+// order without duplicates, and its own messages delivered.
+func TestAppSurvivesUpstreamFailure(t *testing.T) {
+	for _, s := range survivals() {
+		t.Run(s.name, func(t *testing.T) { runSurvival(t, s) })
+	}
+}
+
+func survivals() []survival {
+	return []survival{
+		{
+			name: "server resets TCP",
+			kill: func(_ *upstreamtest.FaultProxy, c *upstreamtest.Conn) error { return c.Reset() },
+			check: func(t *testing.T, lost, reconnect time.Duration) {
+				// A reset is seen on the socket: no heartbeat needed.
+				within(t, "loss detected", lost, 0, pingInterval)
+				within(t, "reconnected", reconnect, 0, backoffCap+slack)
+			},
+		},
+		{
+			name:     "network resets TCP",
+			viaProxy: true,
+			kill: func(fp *upstreamtest.FaultProxy, _ *upstreamtest.Conn) error {
+				fp.ResetAll()
+				return nil
+			},
+			check: func(t *testing.T, lost, reconnect time.Duration) {
+				within(t, "loss detected", lost, 0, pingInterval)
+				within(t, "reconnected", reconnect, 0, backoffCap+slack)
+			},
+		},
+		{
+			name:     "close 1001 going away",
+			lossless: true,
+			kill: func(_ *upstreamtest.FaultProxy, c *upstreamtest.Conn) error {
+				return c.CloseWith(1001, "going away")
+			},
+			check: func(t *testing.T, _, reconnect time.Duration) {
+				within(t, "reconnected", reconnect, 0, backoffCap+slack)
+			},
+		},
+		{
+			name:     "close 1012 service restart",
+			lossless: true,
+			kill: func(_ *upstreamtest.FaultProxy, c *upstreamtest.Conn) error {
+				return c.CloseWith(1012, "restarting")
+			},
+			check: func(t *testing.T, _, reconnect time.Duration) {
+				// DESIGN.md "Floors": at least RestartFloor, plus jitter.
+				within(t, "reconnected", reconnect, restartFloor, restartFloor+backoffCap+slack)
+			},
+		},
+		{
+			name:     "half-open: server stalls",
+			lossless: true,
+			kill: func(_ *upstreamtest.FaultProxy, c *upstreamtest.Conn) error {
+				c.IgnorePings(true)
+				c.Stall()
+				return nil
+			},
+			check: checkHeartbeat,
+		},
+		{
+			name:     "half-open: network blackholed",
+			viaProxy: true,
+			kill: func(fp *upstreamtest.FaultProxy, _ *upstreamtest.Conn) error {
+				fp.Blackhole(true)
+				return nil
+			},
+			afterLoss: func(fp *upstreamtest.FaultProxy) { fp.Blackhole(false) },
+			check:     checkHeartbeat,
+		},
+	}
+}
+
+// checkHeartbeat: a silent connection is declared dead within PingInterval +
+// PingTimeout of its last frame (DESIGN.md "Dead detection"), and not before a
+// probe went unanswered for PingTimeout.
+func checkHeartbeat(t *testing.T, lost, reconnect time.Duration) {
+	t.Helper()
+	within(t, "half-open connection detected", lost, pingTimeout, pingInterval+pingTimeout+slack)
+	within(t, "reconnected", reconnect, lost, lost+backoffCap+slack)
+}
+
+func within(t *testing.T, what string, got, lo, hi time.Duration) {
+	t.Helper()
+	if got < lo || got > hi {
+		t.Errorf("%s after %v, want within [%v, %v]", what, got, lo, hi)
+	}
+}
+
+func runSurvival(t *testing.T, s survival) {
+	up := newUpstream(t, upstreamConfig{})
+	target := up.srv.URL()
+	var fp *upstreamtest.FaultProxy
+	if s.viaProxy {
+		fp = newFaultProxy(t, up.srv.Addr())
+		target = fp.URL()
+	}
+	e := newTether(t, target, nil)
+	a := dialApp(t, e.url, appOptions{})
+	c1 := up.nextConn(t)
+	a.sendText(t, "before")
+	up.expectFromApp(t, c1.N(), ws.OpText, "before")
+
+	// Kill the connection mid-stream.
+	f1 := startFeed(t, c1, feedBurst)
+	check := newFeedCheck()
+	check.takeUntil(t, a, c1.N(), killAfter)
+	killedAt := time.Now()
+	if err := s.kill(fp, c1); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	lost := e.states.await(t, upstream.StateLost).Sub(killedAt)
+	if s.afterLoss != nil {
+		s.afterLoss(fp)
+	}
+
+	// While upstream is down the app keeps talking; its messages wait.
+	for i := range 3 {
+		a.sendText(t, fmt.Sprintf("during %d", i))
+	}
+	c2 := up.nextConn(t)
+	reconnect := up.handshake(t, 2).at.Sub(killedAt)
+	for i := range 3 {
+		up.expectFromApp(t, c2.N(), ws.OpText, fmt.Sprintf("during %d", i))
+	}
+
+	// The new connection's stream arrives whole, after whatever the killed
+	// one delivered, with nothing repeated.
+	startFeed(t, c2, resumedBurst)
+	check.takeUntil(t, a, c2.N(), resumedBurst)
+	sent, got := f1.count(t), check.got[c1.N()]
+	t.Logf("killed connection: %d sent, %d reached the app; lost after %v, reconnected after %v",
+		sent, got, lost, reconnect)
+	if got > sent || (s.lossless && got != sent) {
+		t.Errorf("app got %d messages from the killed connection, which sent %d", got, sent)
+	}
+
+	a.sendText(t, "after")
+	up.expectFromApp(t, c2.N(), ws.OpText, "after")
+	a.ping(t, "still connected")
+	a.expectOpen(t)
+	s.check(t, lost, reconnect)
+}

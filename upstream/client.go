@@ -1,0 +1,283 @@
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+	"go.uber.org/zap"
+)
+
+// Handler is how a Client's owner takes part in each connection. Its methods are
+// called from the Client's goroutines and must honour the contexts they get.
+type Handler interface {
+	// Restore runs once per new connection, in its own goroutine, before the
+	// connection counts as restored: send what the server must see first
+	// (credentials, subscriptions, queued messages). An error fails the attempt:
+	// the connection is closed and the Client backs off.
+	Restore(ctx context.Context, c *Conn) error
+	// Message is called from the connection's reader for every data message
+	// tether does not consume itself (heartbeat replies). data is valid only
+	// during the call. Blocking applies backpressure to the upstream socket.
+	Message(c *Conn, op ws.OpCode, data []byte)
+	// Lost is called from the Client's goroutine when connection c ends, before
+	// the next attempt. err says why.
+	Lost(c *Conn, err error)
+}
+
+// Options configures a Client. Durations and counts follow the TETHER_*
+// variables of the same names (DESIGN.md "Variables").
+type Options struct {
+	URL       string
+	Header    http.Header // static request headers (no Host, no Sec-WebSocket-*)
+	TokenFile string      // bearer token, re-read on every dial; "" for none
+	TLSConfig *tls.Config // nil: system roots
+	Protocols []string    // subprotocols offered (the app's)
+
+	DialTimeout      time.Duration
+	Backoff          Backoff
+	StableAfter      time.Duration     // confirm after this long open, when Confirm is nil
+	Confirm          func([]byte) bool // a message that proves the server is serving
+	Close            ClosePolicy       // close-code classes and floors
+	MaxAttempts      int               // consecutive failures before giving up; 0 = never
+	AuthFailuresMax  int               // consecutive 401/403 answers before giving up
+	PingInterval     time.Duration     // inbound silence before a probe; 0 disables
+	PingTimeout      time.Duration     // wait for any frame after a probe
+	HeartbeatMessage []byte            // probe with this text message instead of a ping
+	HeartbeatReply   func([]byte) bool // replies that count as liveness and are not forwarded
+	MaxMessageBytes  int64             // both directions; 0: wsconn's default
+	QueueBytes       int64             // write queue bound; 0: wsconn's default
+	Handler          Handler           // required
+	Logger           *zap.Logger       // nil: no logs
+	OnState          func(State)       // optional, called from the Client goroutine
+	now              func() time.Time  // tests
+}
+
+// DialResult is the outcome of a Client's first dial, which decides how the app's
+// handshake is answered (DESIGN.md "Sessions").
+type DialResult struct {
+	Protocol  string // subprotocol chosen by the upstream, when connected
+	Err       error  // nil when connected
+	Permanent bool   // the failure cannot be fixed by retrying
+}
+
+// Client keeps one logical upstream stream alive across connections. Create it
+// with New, start it with Start, stop it with Close.
+type Client struct {
+	opts Options
+	log  *zap.Logger
+
+	first chan DialResult // receives the first dial's outcome, once
+	done  chan struct{}   // closed when run has returned
+	stop  context.CancelFunc
+	once  sync.Once
+
+	state atomic.Int32
+	err   error // why run stopped; written before done is closed
+
+	// Owned by the run goroutine.
+	gen          uint64
+	failures     int // consecutive failed attempts since the last confirmation
+	authFailures int // consecutive 401/403 answers
+	lastDelay    time.Duration
+	lostAt       time.Time // when the last confirmed connection was lost
+}
+
+// New checks opts and returns a Client that has not started yet.
+func New(opts Options) (*Client, error) {
+	if opts.URL == "" {
+		return nil, errors.New("upstream: URL is required")
+	}
+	if opts.Handler == nil {
+		return nil, errors.New("upstream: Handler is required")
+	}
+	if opts.AuthFailuresMax < 1 {
+		opts.AuthFailuresMax = 1
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Client{
+		opts:  opts,
+		log:   log,
+		first: make(chan DialResult, 1),
+		done:  make(chan struct{}),
+	}, nil
+}
+
+// Start launches the Client's goroutine. ctx bounds its whole life.
+func (c *Client) Start(ctx context.Context) {
+	ctx, c.stop = context.WithCancel(ctx)
+	go c.run(ctx)
+}
+
+// First delivers the outcome of the first dial attempt, once.
+func (c *Client) First() <-chan DialResult { return c.first }
+
+// Done is closed when the Client has stopped for good; Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is nil while running and after Close; otherwise the reason the Client gave
+// up: a *CloseError with a permanent code, or an error wrapping ErrAuthFailed,
+// ErrGaveUp or ErrPermanent.
+func (c *Client) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// State reports the current state.
+func (c *Client) State() State { return State(c.state.Load()) }
+
+// Close closes the live connection with 1000, interrupts any backoff wait or dial
+// at once, and waits for the Client's goroutines. It is idempotent.
+func (c *Client) Close() {
+	c.once.Do(func() {
+		if c.stop != nil {
+			c.stop()
+		}
+	})
+	if c.stop != nil {
+		<-c.done
+	}
+}
+
+func (c *Client) setState(s State) {
+	c.state.Store(int32(s))
+	if c.opts.OnState != nil {
+		c.opts.OnState(s)
+	}
+}
+
+// run is the state machine: dial, serve, classify the end, wait, again.
+func (c *Client) run(ctx context.Context) {
+	defer close(c.done)
+	defer c.setState(StateClosed)
+	for {
+		c.setState(StateConnecting)
+		c.gen++
+		conn, err := c.dial(ctx, c.gen)
+		c.reportFirst(conn, err)
+		if err == nil {
+			c.authFailures = 0
+			err = c.serve(ctx, conn)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		floor, stop := c.classify(err)
+		if stop != nil {
+			c.err = stop
+			c.log.Error("upstream failed permanently", zap.Error(stop))
+			return
+		}
+		if !c.wait(ctx, err, floor) {
+			return
+		}
+	}
+}
+
+func (c *Client) reportFirst(conn *Conn, err error) {
+	if c.gen != 1 {
+		return
+	}
+	r := DialResult{Err: err, Permanent: err != nil && isPermanentDialError(err)}
+	if conn != nil {
+		r.Protocol = conn.protocol
+	}
+	c.first <- r
+}
+
+// classify applies the close-code and HTTP-status policy to why a connection or
+// dial ended. It returns the minimum delay the server asked for, or the error to
+// stop with.
+func (c *Client) classify(err error) (floor time.Duration, stop error) {
+	var ce *CloseError
+	var se *StatusError
+	switch {
+	case errors.As(err, &ce):
+		action, floor := c.opts.Close.Classify(ce.Code)
+		if action == ActionStop {
+			return 0, ce
+		}
+		return floor, nil
+	case errors.As(err, &se):
+		return c.classifyStatus(se)
+	case isPermanentDialError(err):
+		return 0, fmt.Errorf("%w: %w", ErrPermanent, err)
+	}
+	return 0, nil
+}
+
+func (c *Client) classifyStatus(se *StatusError) (time.Duration, error) {
+	switch ClassifyStatus(se.Status) {
+	case StatusPermanent:
+		return 0, fmt.Errorf("%w: %w", ErrPermanent, se)
+	case StatusAuth:
+		c.authFailures++
+		if c.authFailures >= c.opts.AuthFailuresMax {
+			return 0, fmt.Errorf("%w (HTTP %d)", ErrAuthFailed, se.Status)
+		}
+	}
+	return se.RetryAfter, nil
+}
+
+// wait counts the failure, gives up after MaxAttempts, and sleeps the backoff
+// delay (at least floor). It returns false when ctx ended or the Client gave up.
+func (c *Client) wait(ctx context.Context, cause error, floor time.Duration) bool {
+	c.failures++
+	if failed := c.failedAttempts(); c.opts.MaxAttempts > 0 && failed >= c.opts.MaxAttempts {
+		c.err = fmt.Errorf("%w after %d attempts: %w", ErrGaveUp, failed, cause)
+		c.log.Error("upstream unreachable, giving up", zap.Int("attempt", failed), zap.Error(cause))
+		return false
+	}
+	delay := c.opts.Backoff.DelayWithFloor(c.failures-1, c.lastDelay, floor)
+	c.lastDelay = delay
+	c.setState(StateWaiting)
+	c.log.Info("upstream reconnect scheduled", lossFields(cause, c.failures, delay)...)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// failedAttempts counts the dials (or unconfirmed connections) that failed in a
+// row. The loss of a confirmed connection starts a streak but is not itself a
+// failed attempt: MaxAttempts=1 still allows one reconnect attempt.
+func (c *Client) failedAttempts() int {
+	if !c.lostAt.IsZero() {
+		return c.failures - 1
+	}
+	return c.failures
+}
+
+// confirmed is the one place the attempt counter resets (DESIGN.md "Reset
+// rule"): the server proved it is serving, not merely that the socket opened.
+func (c *Client) confirmed(conn *Conn) {
+	c.setState(StateConfirmed)
+	fields := []zap.Field{zap.Uint64("gen", conn.gen), zap.Int("attempt", c.failures)}
+	if !c.lostAt.IsZero() {
+		fields = append(fields, zap.Duration("downtime", c.opts.now().Sub(c.lostAt)))
+	}
+	c.log.Info("upstream confirmed", fields...)
+	c.failures = 0
+	c.lastDelay = 0
+	c.lostAt = time.Time{}
+}

@@ -1,0 +1,146 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/internal/wsconn"
+)
+
+// dial opens one connection: it re-reads the token file (Kubernetes rotates
+// projected tokens under a running pod), performs the handshake within
+// DialTimeout and wraps the socket, keeping frames the server pushed together
+// with its 101 answer.
+func (c *Client) dial(ctx context.Context, gen uint64) (*Conn, error) {
+	if err := checkURL(c.opts.URL); err != nil {
+		return nil, err
+	}
+	header, err := c.requestHeader()
+	if err != nil {
+		return nil, err
+	}
+	var status *StatusError
+	d := ws.Dialer{
+		Timeout:   c.opts.DialTimeout,
+		Protocols: c.opts.Protocols,
+		Header:    ws.HandshakeHeaderHTTP(header),
+		TLSConfig: c.opts.TLSConfig,
+		OnStatusError: func(code int, reason []byte, resp io.Reader) {
+			status = statusError(code, reason, resp, time.Now())
+		},
+	}
+	nc, br, hs, err := d.Dial(ctx, c.opts.URL)
+	if err != nil {
+		if status != nil {
+			return nil, status
+		}
+		return nil, fmt.Errorf("dial upstream: %w", err)
+	}
+	wc := wsconn.New(nc, br, wsconn.Options{
+		Client:          true,
+		MaxMessageBytes: c.opts.MaxMessageBytes,
+		QueueBytes:      c.opts.QueueBytes,
+	})
+	if br != nil {
+		ws.PutReader(br) // wsconn.New has taken its buffered bytes
+	}
+	return &Conn{gen: gen, protocol: hs.Protocol, ws: wc}, nil
+}
+
+// badURLError is a URL gobwas cannot dial. gobwas reports a wrong scheme with
+// an untyped error, so the URL is checked here, where the failure can be
+// typed as permanent: retrying the same URL cannot succeed.
+type badURLError struct{ err error }
+
+func (e *badURLError) Error() string { return "bad upstream URL: " + e.err.Error() }
+func (e *badURLError) Unwrap() error { return e.err }
+
+// checkURL applies the checks gobwas' Dial makes before connecting.
+func checkURL(raw string) error {
+	u, err := url.ParseRequestURI(raw)
+	if err != nil {
+		// *url.Error quotes the whole URL, credentials included: keep only
+		// what is wrong with it, since this error is logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return &badURLError{err: err}
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return &badURLError{err: fmt.Errorf("scheme %q: want ws or wss", u.Scheme)}
+	}
+	if u.Host == "" {
+		return &badURLError{err: errors.New("no host")}
+	}
+	return nil
+}
+
+// requestHeader is the configured static headers plus the bearer token read now.
+func (c *Client) requestHeader() (http.Header, error) {
+	h := c.opts.Header.Clone()
+	if c.opts.TokenFile == "" {
+		return h, nil
+	}
+	b, err := os.ReadFile(c.opts.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("read token file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return nil, fmt.Errorf("read token file %s: file is empty", c.opts.TokenFile)
+	}
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Authorization", "Bearer "+token)
+	return h, nil
+}
+
+// statusError reads the status answer's headers for Retry-After. resp is only
+// valid during gobwas' OnStatusError callback, so everything is copied out here.
+func statusError(code int, reason []byte, resp io.Reader, now time.Time) *StatusError {
+	e := &StatusError{Status: code, Reason: string(reason)}
+	r, err := http.ReadResponse(bufio.NewReader(resp), nil)
+	if err != nil {
+		return e
+	}
+	if d, ok := ParseRetryAfter(r.Header.Get("Retry-After"), now); ok {
+		e.RetryAfter = d
+	}
+	return e
+}
+
+// isPermanentDialError reports dial failures that retrying cannot fix: a TLS
+// certificate that does not verify, or a malformed URL.
+func isPermanentDialError(err error) bool {
+	var (
+		badURL           *badURLError
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		invalid          x509.CertificateInvalidError
+		verification     *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.As(err, &badURL), errors.As(err, &unknownAuthority), errors.As(err, &hostname),
+		errors.As(err, &invalid), errors.As(err, &verification):
+		return true
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return ClassifyStatus(se.Status) == StatusPermanent
+	}
+	return false
+}

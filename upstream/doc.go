@@ -1,0 +1,19 @@
+// Package upstream owns tether's connection to the upstream WebSocket server: it
+// dials (TLS, static headers, a bearer token re-read from its file on every dial),
+// waits between attempts with jittered backoff, detects dead connections with a
+// heartbeat, and decides from close codes and HTTP statuses whether to reconnect,
+// re-authenticate or give up.
+//
+// One Client serves one proxy session. It runs one goroutine, the only one that
+// dials and changes state; each connection it opens gets a rising generation
+// number, a reader goroutine and a restore goroutine, which only report to it.
+// Events of a superseded connection are never seen by the state machine: each
+// connection reports on its own channels, read only while it is the live one.
+//
+// The package knows nothing about JSON rules. Its owner plugs in through Handler
+// (what to send on each new connection before it counts as restored, where
+// messages go) and through the Confirm and HeartbeatReply predicates.
+//
+// The policy parts (Backoff, ClosePolicy, ClassifyStatus, CodeSet,
+// ParseRetryAfter) are pure functions with injected randomness and time.
+package upstream
