@@ -13,9 +13,16 @@ import (
 // at all: data, pong or heartbeat reply all count. Time the reader spends blocked
 // handing a message to a slow app is not silence (busy), so backpressure never
 // makes a healthy upstream look dead.
+//
+// A wake-up that comes much later than asked for means the whole process was
+// stopped (a paused VM, a CPU-starved container): frames may be waiting in the
+// socket that the reader has not had a chance to read. Such a wake-up never
+// declares the connection dead; it looks again a moment later, when the reader
+// has run.
 type heartbeat struct {
 	interval, timeout time.Duration
 	probeSent         time.Time // zero when no probe is outstanding
+	due               time.Time // when the caller was asked to come back
 }
 
 type beat int
@@ -29,6 +36,15 @@ const (
 // next returns the action due at now given the last inbound frame, and how long
 // to wait before asking again.
 func (h *heartbeat) next(now, lastRead time.Time, busy bool) (beat, time.Duration) {
+	b, d := h.decide(now, lastRead, busy)
+	if b == beatDead && h.late(now) {
+		b, d = beatWait, h.recheck()
+	}
+	h.due = now.Add(d)
+	return b, d
+}
+
+func (h *heartbeat) decide(now, lastRead time.Time, busy bool) (beat, time.Duration) {
 	if busy {
 		h.probeSent = time.Time{}
 		return beatWait, h.interval
@@ -48,6 +64,17 @@ func (h *heartbeat) next(now, lastRead time.Time, busy bool) (beat, time.Duratio
 		return beatProbe, h.timeout
 	}
 	return beatWait, h.interval - silence
+}
+
+// late reports a wake-up more than half a timeout after it was due.
+func (h *heartbeat) late(now time.Time) bool {
+	return !h.due.IsZero() && now.Sub(h.due) > h.timeout/2
+}
+
+// recheck is the short wait after a late wake-up: long enough for the reader
+// to drain what arrived while the process was stopped.
+func (h *heartbeat) recheck() time.Duration {
+	return min(h.timeout/4, 250*time.Millisecond) + time.Millisecond
 }
 
 // probe sends one heartbeat: the configured application message, or a

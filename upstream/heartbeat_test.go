@@ -126,3 +126,39 @@ func TestHeartbeatAnsweredStaysAlive(t *testing.T) {
 		t.Errorf("%d probes in %v, want between 1 and %d (one per interval of silence)", probes, elapsed, most)
 	}
 }
+
+// TestHeartbeatLateWakeUp: after the process was stopped past the probe's
+// timeout, the late wake-up looks again shortly instead of declaring the
+// connection dead; frames read meanwhile keep it alive, and a connection that
+// is really silent is declared dead at the re-check.
+func TestHeartbeatLateWakeUp(t *testing.T) {
+	origin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	const (
+		interval = 100 * time.Millisecond
+		timeout  = 100 * time.Millisecond
+	)
+	for _, answered := range []bool{true, false} {
+		h := heartbeat{interval: interval, timeout: timeout}
+		lastRead := origin
+		now := origin.Add(interval)
+		if b, _ := h.next(now, lastRead, false); b != beatProbe {
+			t.Fatalf("first wake-up = %v, want a probe", b)
+		}
+		now = now.Add(2 * time.Second) // frozen well past the timeout
+		b, wait := h.next(now, lastRead, false)
+		if b != beatWait || wait <= 0 || wait > timeout {
+			t.Fatalf("late wake-up = %v after %v, want a short re-check", b, wait)
+		}
+		if answered {
+			lastRead = now.Add(time.Millisecond) // the reader drains the pong
+		}
+		now = now.Add(wait)
+		b, _ = h.next(now, lastRead, false)
+		if answered && b == beatDead {
+			t.Errorf("declared dead although the pong was read during the re-check")
+		}
+		if !answered && b != beatDead {
+			t.Errorf("re-check of a silent connection = %v, want dead", b)
+		}
+	}
+}
