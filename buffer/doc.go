@@ -3,6 +3,11 @@
 // policy), and the other per-session stores listed in DESIGN.md (replay log,
 // sequence tracker, hold buffer).
 //
+// The outbox and the messages waiting for an acknowledgement (Pending) draw
+// on one Budget, because DESIGN.md counts both against the outbox caps. The
+// replay log (ReplayLog) has caps of its own, and RecentIDs remembers a
+// bounded window of acknowledged ids.
+//
 // The package does no I/O, starts no goroutines and logs nothing: every
 // decision a caller must report (a dropped message, a full outbox) is returned
 // to it, so the caller can log and count it where it is handled. Keeping the

@@ -14,6 +14,14 @@ type Message struct {
 	// not modify or reuse the slice until it gets the message back from
 	// Pop or in a dropped list.
 	Data []byte
+	// ID is the message's acknowledgement id (TETHER_ACK_ID_PATH), "" when
+	// it is not tracked. Once sent, a message with an ID moves to [Pending]
+	// until its acknowledgement arrives.
+	ID string
+	// Ref is the owner's reference to other state that also holds this
+	// message (the session marks copies of messages it keeps for replay).
+	// The stores only carry it; 0 means none.
+	Ref uint64
 }
 
 // Overflow is what [Outbox.Push] does with a message that does not fit
@@ -81,15 +89,17 @@ const (
 )
 
 // Outbox is a FIFO of app messages capped by message count and total bytes
-// (TETHER_OUTBOX_MAX_MESSAGES, TETHER_OUTBOX_MAX_BYTES). It is a ring buffer
-// that grows by doubling and halves when it is three-quarters empty, so
-// memory follows the backlog rather than its historical peak.
+// (TETHER_OUTBOX_MAX_MESSAGES, TETHER_OUTBOX_MAX_BYTES). The caps are a
+// [Budget], which the session shares with its [Pending] acknowledgements.
+// It is a ring buffer that grows by doubling and halves when it is
+// three-quarters empty, so memory follows the backlog rather than its
+// historical peak.
 //
 // An Outbox is not safe for concurrent use; its session serializes access.
 type Outbox struct {
-	maxMessages int
-	maxBytes    int
-	policy      Overflow
+	budget *Budget  // the caps, possibly shared with older
+	older  *Pending // evicted before the outbox's own messages; may be nil
+	policy Overflow
 
 	ring  []Message // len is a power of two (or zero), so indexes wrap with a mask
 	head  int       // index of the oldest message
@@ -99,17 +109,30 @@ type Outbox struct {
 	dropped []Message // reused by Push so the common path does not allocate
 }
 
-// NewOutbox returns an empty outbox. It panics when a cap is not positive or
-// the policy is unknown: configuration validation rejects those values first,
-// so reaching here with one is a programming error.
+// NewOutbox returns an empty outbox with caps of its own. It panics when a
+// cap is not positive or the policy is unknown: configuration validation
+// rejects those values first, so reaching here with one is a programming
+// error.
 func NewOutbox(maxMessages, maxBytes int, policy Overflow) *Outbox {
 	if maxMessages <= 0 || maxBytes <= 0 {
 		panic(fmt.Sprintf("buffer: NewOutbox caps must be > 0, got %d messages and %d bytes", maxMessages, maxBytes))
 	}
+	return NewSharedOutbox(NewBudget(maxMessages, maxBytes), nil, policy)
+}
+
+// NewSharedOutbox returns an empty outbox drawing on budget. older, when not
+// nil, is the store of messages sent before any queued one (the session's
+// Pending, sharing the same budget): under OverflowDropOldest its messages
+// are the oldest, so they are evicted first. It panics on an unknown policy.
+func NewSharedOutbox(budget *Budget, older *Pending, policy Overflow) *Outbox {
+	checkPolicy("NewOutbox", policy)
+	return &Outbox{budget: budget, older: older, policy: policy}
+}
+
+func checkPolicy(fn string, policy Overflow) {
 	if policy < 0 || int(policy) >= len(overflowNames) {
-		panic("buffer: NewOutbox with unknown policy " + policy.String())
+		panic("buffer: " + fn + " with unknown policy " + policy.String())
 	}
-	return &Outbox{maxMessages: maxMessages, maxBytes: maxBytes, policy: policy}
 }
 
 // Push appends m at the tail.
@@ -127,11 +150,11 @@ func NewOutbox(maxMessages, maxBytes int, policy Overflow) *Outbox {
 func (o *Outbox) Push(m Message) (dropped []Message, err error) {
 	o.resetDropped()
 	size := len(m.Data)
-	if !o.fits(size) {
+	if !o.budget.fits(size) {
 		switch {
 		case o.policy == OverflowClose:
 			return nil, ErrOutboxFull
-		case o.policy == OverflowDropNewest || size > o.maxBytes:
+		case o.policy == OverflowDropNewest || size > o.budget.maxBytes:
 			o.dropped = append(o.dropped, m)
 			return o.dropped, nil
 		}
@@ -157,6 +180,7 @@ func (o *Outbox) Pop() (m Message, ok bool) {
 	o.head = (o.head + 1) & (len(o.ring) - 1)
 	o.count--
 	o.bytes -= len(m.Data)
+	o.budget.release(len(m.Data))
 	o.maybeShrink()
 	return m, true
 }
@@ -172,6 +196,7 @@ func (o *Outbox) PushFront(m Message) {
 	o.ring[o.head] = m
 	o.count++
 	o.bytes += len(m.Data)
+	o.budget.take(len(m.Data))
 }
 
 // Len returns the number of messages held.
@@ -180,19 +205,38 @@ func (o *Outbox) Len() int { return o.count }
 // Bytes returns the total payload size of the messages held.
 func (o *Outbox) Bytes() int { return o.bytes }
 
-// fits reports whether one more message of size bytes stays within the caps.
-// The subtraction form cannot overflow; it is negative, hence false, when
-// PushFront has taken the outbox above its byte cap.
-func (o *Outbox) fits(size int) bool {
-	return o.count < o.maxMessages && size <= o.maxBytes-o.bytes
+// DeleteFunc removes every queued message for which del returns true,
+// keeping the others in order, and returns how many it removed. The session
+// uses it to discard queued copies of messages a restore replays anyway.
+func (o *Outbox) DeleteFunc(del func(Message) bool) int {
+	n := o.count
+	removed := 0
+	for range n {
+		m, _ := o.Pop()
+		if del(m) {
+			removed++
+			continue
+		}
+		o.pushBack(m)
+	}
+	return removed
 }
 
-// evictFor pops from the head into o.dropped until a message of size bytes
-// fits. The caller guarantees size <= maxBytes, so an empty outbox fits and
-// the loop ends.
+// evictFor evicts into o.dropped, oldest first, until a message of size
+// bytes fits: first the older store's messages (already sent once, so
+// evicting one only gives up its re-send), then the outbox's own head. The
+// caller guarantees size <= maxBytes, so once both are empty it fits and the
+// loop ends.
 func (o *Outbox) evictFor(size int) {
-	for !o.fits(size) {
-		old, _ := o.Pop()
+	for !o.budget.fits(size) {
+		if old, ok := o.older.evictOldest(); ok {
+			o.dropped = append(o.dropped, old)
+			continue
+		}
+		old, ok := o.Pop()
+		if !ok {
+			return
+		}
 		o.dropped = append(o.dropped, old)
 	}
 }
@@ -213,6 +257,7 @@ func (o *Outbox) pushBack(m Message) {
 	o.ring[(o.head+o.count)&(len(o.ring)-1)] = m
 	o.count++
 	o.bytes += len(m.Data)
+	o.budget.take(len(m.Data))
 }
 
 func (o *Outbox) growIfFull() {

@@ -306,7 +306,7 @@ func TestOutboxWrapsAround(t *testing.T) {
 		want++
 		push()
 	}
-	o.maxMessages = 4 * minRing
+	o.budget.maxMessages = 4 * minRing
 	for range 3 * minRing {
 		push()
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -43,6 +44,7 @@ func (s *Server) handle(nc net.Conn) {
 func (sess *Session) handshake(nc net.Conn) bool {
 	s := sess.srv
 	_ = nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout + s.opts.AcceptWait))
+	refusal := "" // set when tether itself refuses, with the reason
 	u := ws.Upgrader{
 		ProtocolCustom: func(v []byte) (string, bool) {
 			// Collect every offered protocol; the upstream chooses (OnBeforeUpgrade).
@@ -53,11 +55,16 @@ func (sess *Session) handshake(nc net.Conn) bool {
 			return "", ok
 		},
 		OnBeforeUpgrade: func() (ws.HandshakeHeader, error) {
-			if err := s.admit(sess); err != nil {
+			if reason, err := s.admit(sess); err != nil {
+				refusal = reason
 				return nil, err
 			}
 			sess.admitted = true
-			return sess.dialFirst()
+			header, err := sess.dialFirst()
+			if err != nil {
+				refusal = RejectUpstreamPermanent
+			}
+			return header, err
 		},
 	}
 	rw := struct {
@@ -67,6 +74,7 @@ func (sess *Session) handshake(nc net.Conn) bool {
 	_, err := u.Upgrade(rw)
 	if err != nil {
 		sess.log.Info("app handshake refused", zap.Error(err))
+		s.opts.Metrics.HandshakeRejected(cmp.Or(refusal, handshakeFailure(err)))
 		// Before client.Close: the upstream reader may be blocked in Message
 		// waiting for an app socket that will never exist, and Close waits
 		// for that reader. Also releases the context.

@@ -1,53 +1,19 @@
 package proxy
 
 import (
-	"context"
-
 	"github.com/gobwas/ws"
 	"go.uber.org/zap"
 
-	"github.com/tetherproxy/tether/buffer"
 	"github.com/tetherproxy/tether/upstream"
 )
 
-// Restore sends what waited in the outbox, oldest first, then makes c the live
-// connection. Messages the app sends meanwhile join the outbox and are sent by
-// this loop too, so order is kept: c becomes live only when the outbox is empty,
-// checked under the same lock fromApp uses.
-func (sess *Session) Restore(ctx context.Context, c *upstream.Conn) error {
-	sent := 0
-	for {
-		sess.mu.Lock()
-		m, ok := sess.outbox.Pop()
-		if !ok {
-			sess.live = c
-			sess.mu.Unlock()
-			if sent > 0 {
-				sess.log.Info("outbox flushed", zap.Uint64("gen", c.Gen()), zap.Int("messages", sent))
-			}
-			return nil
-		}
-		sess.mu.Unlock()
-		if err := c.Send(ctx, opcode(m), m.Data); err != nil {
-			sess.mu.Lock()
-			sess.outbox.PushFront(m)
-			sess.mu.Unlock()
-			return err
-		}
-		sent++
-	}
-}
-
-func opcode(m buffer.Message) ws.OpCode {
-	if m.Binary {
-		return ws.OpBinary
-	}
-	return ws.OpText
-}
-
-// Message forwards one upstream message to the app. It blocks while the app's
-// write queue is full: that is the back-pressure on upstream reads.
+// Message forwards one upstream message to the app, unless a rule hides it
+// (hide.go). It blocks while the app's write queue is full: that is the
+// back-pressure on upstream reads.
 func (sess *Session) Message(c *upstream.Conn, op ws.OpCode, data []byte) {
+	if sess.srv.rules.upstream && sess.hidden(c, data) {
+		return
+	}
 	select {
 	case <-sess.appReady:
 	case <-sess.ctx.Done():
@@ -56,7 +22,9 @@ func (sess *Session) Message(c *upstream.Conn, op ws.OpCode, data []byte) {
 	if err := sess.app.Send(sess.ctx, op, data); err != nil {
 		sess.log.Debug("upstream message not delivered, app is closing",
 			zap.Uint64("gen", c.Gen()), zap.Int("bytes", len(data)), zap.Error(err))
+		return
 	}
+	sess.srv.opts.Metrics.Message(DirectionUpstreamToApp)
 }
 
 // Lost stops direct sends to c; later app messages queue until the next Restore.
@@ -65,5 +33,6 @@ func (sess *Session) Lost(c *upstream.Conn, err error) {
 	if sess.live == c {
 		sess.live = nil
 	}
+	sess.restore.lost(c)
 	sess.mu.Unlock()
 }

@@ -31,6 +31,8 @@ type Options struct {
 	DownstreamBufferBytes int64 // bytes queued towards the app before upstream reads pause
 	HandshakeTimeout      time.Duration
 	Logger                *zap.Logger
+	Rules                 Rules   // restoring the app on new connections (rules.go)
+	Metrics               Metrics // nil: nothing is counted
 }
 
 // DefaultHandshakeTimeout bounds reading an app's handshake request, so a client
@@ -45,6 +47,8 @@ type Server struct {
 	ctx    context.Context // parent of every session; cancelled when Shutdown gives up
 	cancel context.CancelFunc
 	nextID atomic.Uint64
+	rules  ruleSet       // Options.Rules, compiled
+	totals restoreTotals // RestoreCounters
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -71,9 +75,12 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = nopMetrics{}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		opts: opts, log: log, ctx: ctx, cancel: cancel,
+		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: newRuleSet(opts.Rules),
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*Session]struct{}{},
 	}, nil
@@ -168,53 +175,73 @@ func (s *Server) Ready() error {
 	return nil
 }
 
-// admit registers a session unless the server is draining or full.
-func (s *Server) admit(sess *Session) error {
+// admit registers a session unless the server is draining or full. A refusal
+// comes with its Reject* reason.
+func (s *Server) admit(sess *Session) (refusal string, err error) {
+	refusal, err = s.register(sess)
+	if err == nil {
+		s.opts.Metrics.SessionStarted()
+	}
+	return refusal, err
+}
+
+func (s *Server) register(sess *Session) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.draining:
-		return ws.RejectConnectionError(ws.RejectionStatus(503), ws.RejectionReason("tether is shutting down"))
+		return RejectDraining, ws.RejectConnectionError(ws.RejectionStatus(503), ws.RejectionReason("tether is shutting down"))
 	case len(s.sessions) >= s.opts.MaxSessions:
-		return ws.RejectConnectionError(ws.RejectionStatus(503),
+		return RejectMaxSessions, ws.RejectConnectionError(ws.RejectionStatus(503),
 			ws.RejectionReason(fmt.Sprintf("too many sessions (TETHER_MAX_SESSIONS=%d)", s.opts.MaxSessions)))
 	}
 	s.sessions[sess] = struct{}{}
-	return nil
+	return "", nil
 }
 
+// forget unregisters a session; a second call for the same one does nothing.
 func (s *Server) forget(sess *Session) {
 	s.mu.Lock()
+	_, known := s.sessions[sess]
 	delete(s.sessions, sess)
 	s.mu.Unlock()
+	if known {
+		s.opts.Metrics.SessionEnded()
+	}
 }
 
 // Shutdown stops accepting, closes every app with 1001 spread evenly over drain
 // (so apps that reconnect elsewhere do not arrive at once), lets each session
 // close its upstream with 1000, and waits for all of them. When ctx ends first,
 // the remaining sessions are cut at once. It is idempotent.
+//
+// Readiness (Ready) fails from the first instruction on, before any app is
+// closed, so a load balancer stops sending new apps while the drain runs.
 func (s *Server) Shutdown(ctx context.Context, drain time.Duration) error {
+	start := time.Now()
 	s.mu.Lock()
 	s.draining = true
 	for ln := range s.listeners {
 		_ = ln.Close()
 	}
-	sessions := make([]*Session, 0, len(s.sessions))
-	for sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
 	s.mu.Unlock()
-	s.log.Info("draining", zap.Int("sessions", len(sessions)), zap.Duration("drain_timeout", drain))
+	sessions := s.snapshot()
+	s.opts.Metrics.DrainStarted()
+	s.log.Info("drain started", zap.Int("sessions", len(sessions)), zap.Duration("drain_timeout", drain))
 	s.spreadClose(ctx, sessions, drain)
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 		s.cancel()
+		s.log.Info("drain finished", zap.Int("sessions", len(sessions)), zap.Duration("duration", time.Since(start)))
 		return nil
 	case <-ctx.Done():
+		cut := s.Sessions()
 		s.cancel() // cuts upstream dials and backoff waits of stragglers
 		<-done
+		s.log.Warn("drain deadline passed, remaining sessions cut", zap.Int("sessions", len(sessions)),
+			zap.Int("cut", cut), zap.Duration("duration", time.Since(start)))
 		return ctx.Err()
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"slices"
 	"sync"
 
 	"github.com/gobwas/ws"
@@ -31,14 +30,19 @@ type Session struct {
 	app       *wsconn.Conn
 	appReady  chan struct{} // closed once app is set
 
-	mu     sync.Mutex
-	live   *upstream.Conn // restored connection taking direct sends; nil while down
-	outbox *buffer.Outbox
+	mu      sync.Mutex
+	live    *upstream.Conn // restored connection taking direct sends; nil while down
+	outbox  *buffer.Outbox
+	restore restoreState // login, subscriptions, acks and replies (state.go)
 }
 
 func (s *Server) newSession(nc net.Conn) *Session {
 	id := s.nextID.Add(1)
 	ctx, cancel := context.WithCancel(s.ctx)
+	// Queued and unacknowledged messages share the outbox caps; the replay
+	// log has caps of the same size, counted separately.
+	budget := buffer.NewBudget(s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes)
+	st := newRestoreState(&s.rules, s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes, budget, s.opts.OutboxOverflow)
 	return &Session{
 		id:       id,
 		srv:      s,
@@ -46,7 +50,8 @@ func (s *Server) newSession(nc net.Conn) *Session {
 		ctx:      ctx,
 		cancel:   cancel,
 		appReady: make(chan struct{}),
-		outbox:   buffer.NewOutbox(s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes, s.opts.OutboxOverflow),
+		outbox:   buffer.NewSharedOutbox(budget, st.pending, s.opts.OutboxOverflow),
+		restore:  st,
 	}
 }
 
@@ -124,6 +129,7 @@ func (sess *Session) readApp() {
 			sess.logAppEnd(err)
 			return
 		}
+		sess.srv.opts.Metrics.Message(DirectionAppToUpstream)
 		sess.fromApp(op, data)
 	}
 }
@@ -147,9 +153,14 @@ func (sess *Session) logAppEnd(err error) {
 // outbox is empty under that lock, so a message pushed after a separate check
 // could land behind a finished Restore and wait for the next reconnect, while
 // later messages overtook it.
+//
+// The message is classified once, here. A login or (un)subscribe message is
+// remembered for the restores, under the same lock: when no connection is
+// live, the next restore sends it and it is not queued as well.
 func (sess *Session) fromApp(op ws.OpCode, data []byte) {
+	m := &appMessage{op: op, data: data, class: sess.srv.rules.classifyApp(data)}
 	for {
-		live := sess.enqueueUnlessLive(op, data)
+		live := sess.enqueueUnlessLive(m)
 		if live == nil {
 			return
 		}
@@ -164,30 +175,67 @@ func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 			sess.live = nil
 		}
 		sess.mu.Unlock()
+		if m.class.ackID != "" {
+			return // pending since the first try: the next restore re-sends it
+		}
 	}
 }
 
 // enqueueUnlessLive returns the live connection, or queues the message and
 // returns nil when there is none, applying the overflow policy. Every drop is
 // logged; under the close policy the app is closed with 1013.
-func (sess *Session) enqueueUnlessLive(op ws.OpCode, data []byte) *upstream.Conn {
+//
+// A login or (un)subscribe message is remembered first. With no live
+// connection it is queued only when a restore in progress has already taken
+// its snapshot; otherwise the next restore sends it. An acknowledged message
+// sent directly becomes pending, under the same caps.
+func (sess *Session) enqueueUnlessLive(m *appMessage) *upstream.Conn {
 	sess.mu.Lock()
-	if live := sess.live; live != nil {
+	if err := sess.rememberLocked(m); err != nil {
 		sess.mu.Unlock()
+		sess.replayLogFull()
+		return nil
+	}
+	if sess.coveredLocked(m) {
+		sess.mu.Unlock()
+		return nil // a retry after a restore that replayed it
+	}
+	if live := sess.live; live != nil {
+		dropped, sent, err := sess.sendingLocked(m, live)
+		depth := sess.outbox.Len()
+		sess.mu.Unlock()
+		sess.reportDrops(dropped, err, depth)
+		if !sent {
+			return nil
+		}
 		return live
 	}
-	dropped, err := sess.outbox.Push(buffer.Message{Binary: op == ws.OpBinary, Data: slices.Clone(data)})
+	if m.class.restorable() && sess.restore.snapped == nil {
+		sess.mu.Unlock()
+		return nil // the next restore sends it
+	}
+	dropped, err := sess.outbox.Push(m.stored())
 	depth := sess.outbox.Len()
 	sess.mu.Unlock()
+	sess.reportDrops(dropped, err, depth)
+	return nil
+}
+
+// reportDrops logs and counts messages the outbox caps dropped, and closes
+// the app when the close policy refused one.
+func (sess *Session) reportDrops(dropped []buffer.Message, err error, depth int) {
 	for _, d := range dropped {
 		sess.log.Warn("outbox full, message dropped", zap.Stringer("policy", sess.srv.opts.OutboxOverflow),
 			zap.Int("bytes", len(d.Data)), zap.Int("outbox_messages", depth))
 	}
+	if len(dropped) > 0 {
+		sess.srv.opts.Metrics.DroppedFromOutbox(len(dropped))
+	}
 	if errors.Is(err, buffer.ErrOutboxFull) {
+		sess.srv.opts.Metrics.DroppedFromOutbox(1) // the refused message
 		sess.log.Warn("outbox full, closing app", zap.Int("outbox_messages", depth))
 		sess.closeApp(statusTryAgainLater, "outbox full")
 	}
-	return nil
 }
 
 // closeApp starts the app's closing handshake; the reader then ends the session.

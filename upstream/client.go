@@ -56,6 +56,7 @@ type Options struct {
 	Handler          Handler           // required
 	Logger           *zap.Logger       // nil: no logs
 	OnState          func(State)       // optional, called from the Client goroutine
+	Observer         Observer          // optional: dials, losses, confirmations (metrics)
 	now              func() time.Time  // tests
 }
 
@@ -102,6 +103,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.now == nil {
 		opts.now = time.Now
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
 	}
 	log := opts.Logger
 	if log == nil {
@@ -171,6 +175,9 @@ func (c *Client) run(ctx context.Context) {
 		c.gen++
 		conn, err := c.dial(ctx, c.gen)
 		c.reportFirst(conn, err)
+		if err == nil || ctx.Err() == nil {
+			c.opts.Observer.Dialed(dialResult(err))
+		}
 		if err == nil {
 			c.authFailures = 0
 			err = c.serve(ctx, conn)
@@ -274,7 +281,9 @@ func (c *Client) confirmed(conn *Conn) {
 	c.setState(StateConfirmed)
 	fields := []zap.Field{zap.Uint64("gen", conn.gen), zap.Int("attempt", c.failures)}
 	if !c.lostAt.IsZero() {
-		fields = append(fields, zap.Duration("downtime", c.opts.now().Sub(c.lostAt)))
+		downtime := c.opts.now().Sub(c.lostAt)
+		fields = append(fields, zap.Duration("downtime", downtime))
+		c.opts.Observer.Confirmed(downtime)
 	}
 	c.log.Info("upstream confirmed", fields...)
 	c.failures = 0

@@ -96,11 +96,11 @@ func (c *Client) requestHeader() (http.Header, error) {
 	}
 	b, err := os.ReadFile(c.opts.TokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("read token file: %w", err)
+		return nil, &tokenError{err: fmt.Errorf("read token file: %w", err)}
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return nil, fmt.Errorf("read token file %s: file is empty", c.opts.TokenFile)
+		return nil, &tokenError{err: fmt.Errorf("read token file %s: file is empty", c.opts.TokenFile)}
 	}
 	if h == nil {
 		h = http.Header{}

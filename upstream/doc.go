@@ -12,7 +12,10 @@
 //
 // The package knows nothing about JSON rules. Its owner plugs in through Handler
 // (what to send on each new connection before it counts as restored, where
-// messages go) and through the Confirm and HeartbeatReply predicates.
+// messages go) and through the Confirm and HeartbeatReply predicates. An
+// optional Observer hears of every dial, loss and confirmation, with bounded
+// label values, so the owner can count them without this package knowing any
+// metrics library. Probe dials once, for readiness checks.
 //
 // The policy parts (Backoff, ClosePolicy, ClassifyStatus, CodeSet,
 // ParseRetryAfter) are pure functions with injected randomness and time.

@@ -3,7 +3,6 @@ package upstream
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +44,9 @@ func (c *Client) serve(ctx context.Context, conn *Conn) error {
 		c.lostAt = c.opts.now()
 	}
 	c.opts.Handler.Lost(conn, err)
+	if ctx.Err() == nil {
+		c.opts.Observer.Lost(lossReason(err))
+	}
 	return err
 }
 
@@ -85,7 +87,7 @@ func (c *Client) watch(ctx context.Context, conn *Conn, events <-chan connEvent,
 				return confirmed, ErrClosed
 			}
 			if err != nil {
-				return confirmed, fmt.Errorf("restore: %w", err)
+				return confirmed, &restoreError{err: err}
 			}
 		case <-stable.c():
 			confirm()

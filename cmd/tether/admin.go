@@ -38,9 +38,9 @@ type adminServer struct {
 }
 
 // newAdminServer prepares (but does not start) the admin server on addr.
-// ready reports readiness (nil means ready; a nil func is always ready);
-// metrics serves /metrics (nil answers 404 there).
-func newAdminServer(addr string, ready func() error, metrics http.Handler, log *zap.Logger) *adminServer {
+// ready reports readiness (nil means ready; a nil func is always ready) within
+// the probe request's context; metrics serves /metrics (nil answers 404 there).
+func newAdminServer(addr string, ready func(context.Context) error, metrics http.Handler, log *zap.Logger) *adminServer {
 	log = log.Named("admin")
 	return &adminServer{
 		addr: addr,
@@ -57,16 +57,16 @@ func newAdminServer(addr string, ready func() error, metrics http.Handler, log *
 	}
 }
 
-func adminMux(ready func() error, metrics http.Handler) *http.ServeMux {
+func adminMux(ready func(context.Context) error, metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		// Liveness: answering at all proves the process is not wedged. Never tie
 		// it to the upstream, or the kubelet restarts the pod during an outage.
 		writePlain(w, http.StatusOK, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if ready != nil {
-			if err := ready(); err != nil {
+			if err := ready(r.Context()); err != nil {
 				writePlain(w, http.StatusServiceUnavailable, err.Error())
 				return
 			}

@@ -16,7 +16,7 @@ import (
 )
 
 // startAdmin runs an admin server on a free loopback port and returns its base URL.
-func startAdmin(t *testing.T, ready func() error, metrics http.Handler) (*adminServer, string) {
+func startAdmin(t *testing.T, ready func(context.Context) error, metrics http.Handler) (*adminServer, string) {
 	t.Helper()
 	a := newAdminServer("127.0.0.1:0", ready, metrics, zap.NewNop())
 	addr, err := a.Start()
@@ -53,7 +53,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestAdminHealthz(t *testing.T) {
-	_, base := startAdmin(t, func() error { return errors.New("not yet") }, nil)
+	_, base := startAdmin(t, func(context.Context) error { return errors.New("not yet") }, nil)
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK || body != "ok" {
 		t.Errorf("/healthz = %d %q, want 200 ok even while not ready", code, body)
 	}
@@ -61,7 +61,7 @@ func TestAdminHealthz(t *testing.T) {
 
 func TestAdminReadyz(t *testing.T) {
 	var isReady atomic.Bool
-	ready := func() error {
+	ready := func(context.Context) error {
 		if !isReady.Load() {
 			return errors.New("upstream not connected")
 		}

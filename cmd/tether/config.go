@@ -50,6 +50,14 @@ type Config struct {
 	// (stored as "") disables the admin server. Default 127.0.0.1:9090.
 	AdminListen adminAddr `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090" help:"address of /healthz, /readyz and /metrics, host:port or off"`
 
+	// ReadyRequiresUpstream makes /readyz also require a successful upstream
+	// probe dial (a WebSocket handshake with the sessions' credentials and TLS,
+	// closed with 1000 at once; the result is cached for readyProbeTTL).
+	// Default false: an upstream outage would otherwise take a sidecar's pod
+	// out of its Services, although its app keeps its socket (README "Health
+	// and readiness").
+	ReadyRequiresUpstream bool `env:"READY_REQUIRES_UPSTREAM" envDefault:"false" help:"when true, /readyz also needs a successful upstream probe dial (cached for 5s)"`
+
 	// UpstreamHeaders are static request headers for every upstream dial:
 	// "Name: value" entries separated by newlines, or on one line by commas that
 	// precede the next "Name:". Default none. Host, Connection, Upgrade and
@@ -134,6 +142,48 @@ type Config struct {
 	// HeartbeatReplyMatch matches heartbeat replies, which count as liveness
 	// and are not forwarded to the app. Default unset.
 	HeartbeatReplyMatch *rules.Matcher `env:"HEARTBEAT_REPLY_MATCH" help:"upstream message pattern of heartbeat replies, hidden from the app"`
+
+	// AuthMatch matches the app's login message; the latest one is sent
+	// first on every reconnect. Default unset.
+	AuthMatch *rules.Matcher `env:"AUTH_MATCH" help:"app message pattern of the login message, re-sent first on every reconnect"`
+
+	// AuthOKMatch matches the upstream's reply to a successful login. When
+	// set, a reconnect waits for it (at most DialTimeout) before replaying
+	// anything else; no reply fails the attempt. Needs AuthMatch. Default unset.
+	AuthOKMatch *rules.Matcher `env:"AUTH_OK_MATCH" help:"upstream reply pattern of a successful login; reconnects wait for it (at most TETHER_DIAL_TIMEOUT)"`
+
+	// SubscribeMatch matches the app's subscribe messages, logged and
+	// replayed after the login on every reconnect. Default unset.
+	SubscribeMatch *rules.Matcher `env:"SUBSCRIBE_MATCH" help:"app message pattern of subscriptions, replayed on every reconnect"`
+
+	// UnsubscribeMatch matches the app's unsubscribe messages, logged with
+	// the subscribes. Needs SubscribeMatch. Default unset.
+	UnsubscribeMatch *rules.Matcher `env:"UNSUBSCRIBE_MATCH" help:"app message pattern of unsubscriptions, logged with the subscriptions"`
+
+	// SubscriptionKey is the path of the value naming a subscription: an
+	// unsubscribe cancels the subscribe with the same value, and a repeated
+	// subscribe replaces the earlier one. Needs SubscribeMatch. Default
+	// unset: the log replays every subscribe and unsubscribe in order.
+	SubscriptionKey rules.Path `env:"SUBSCRIPTION_KEY" help:"path of the value naming a subscription, so an unsubscribe cancels its subscribe in the replay log"`
+
+	// ReplyIDPath is the path of the request id that replies echo: replies
+	// to requests tether replayed, whose answer the app has already seen,
+	// are hidden. Needs AuthMatch or SubscribeMatch. Default unset.
+	ReplyIDPath rules.Path `env:"REPLY_ID_PATH" help:"path of the request id echoed by replies; replies to replayed requests are hidden from the app"`
+
+	// HideOnReconnectMatch matches upstream messages the app sees only once
+	// (a welcome): later ones are hidden. Default unset.
+	HideOnReconnectMatch *rules.Matcher `env:"HIDE_ON_RECONNECT_MATCH" help:"upstream message pattern the app sees once; repeats after reconnects are hidden"`
+
+	// AckIDPath is the path of the id of app messages that wait for an
+	// acknowledgement and are re-sent after a reconnect until it arrives.
+	// Needs AckMatch. Default unset.
+	AckIDPath rules.Path `env:"ACK_ID_PATH" help:"path of the id of app messages kept until acknowledged (with TETHER_ACK_MATCH)"`
+
+	// AckMatch matches the upstream's acknowledgements, which carry the id at
+	// AckIDPath; a repeated one is not forwarded. Needs AckIDPath. Default
+	// unset.
+	AckMatch *rules.Matcher `env:"ACK_MATCH" help:"upstream message pattern of acknowledgements, carrying the id at TETHER_ACK_ID_PATH"`
 
 	// OutboxMaxMessages caps messages queued per session while upstream is
 	// down. Default 10000.
@@ -427,6 +477,7 @@ func (c Config) Validate() error {
 		c.validateAttempts(),
 		c.validateCodes(),
 		c.validateHeartbeat(),
+		c.validateRestoreRules(),
 		c.validateOutbox(),
 		c.validateLimits(),
 		c.validateLogging(),
@@ -563,6 +614,40 @@ func (c Config) validateHeartbeat() error {
 		}
 	}
 	return nil
+}
+
+// validateRestoreRules refuses rules that could never take effect without
+// another one: a setting that silently does nothing costs an operator hours.
+func (c Config) validateRestoreRules() error {
+	set := map[string]bool{
+		"TETHER_AUTH_MATCH":        c.AuthMatch != nil,
+		"TETHER_AUTH_OK_MATCH":     c.AuthOKMatch != nil,
+		"TETHER_SUBSCRIBE_MATCH":   c.SubscribeMatch != nil,
+		"TETHER_UNSUBSCRIBE_MATCH": c.UnsubscribeMatch != nil,
+		"TETHER_SUBSCRIPTION_KEY":  c.SubscriptionKey.String() != "",
+		"TETHER_REPLY_ID_PATH":     c.ReplyIDPath.String() != "",
+		"TETHER_ACK_ID_PATH":       c.AckIDPath.String() != "",
+		"TETHER_ACK_MATCH":         c.AckMatch != nil,
+	}
+	needs := func(name string, others ...string) error {
+		if !set[name] {
+			return nil
+		}
+		for _, o := range others {
+			if set[o] {
+				return nil
+			}
+		}
+		return &problem{name: name, msg: "needs " + strings.Join(others, " or "), related: others}
+	}
+	return errors.Join(
+		needs("TETHER_AUTH_OK_MATCH", "TETHER_AUTH_MATCH"),
+		needs("TETHER_UNSUBSCRIBE_MATCH", "TETHER_SUBSCRIBE_MATCH"),
+		needs("TETHER_SUBSCRIPTION_KEY", "TETHER_SUBSCRIBE_MATCH"),
+		needs("TETHER_REPLY_ID_PATH", "TETHER_AUTH_MATCH", "TETHER_SUBSCRIBE_MATCH"),
+		needs("TETHER_ACK_ID_PATH", "TETHER_ACK_MATCH"),
+		needs("TETHER_ACK_MATCH", "TETHER_ACK_ID_PATH"),
+	)
 }
 
 func (c Config) validateOutbox() error {

@@ -34,6 +34,9 @@ func TestDemoRuns(t *testing.T) {
 		"seed 1 ",
 		"  fault   ",                       // at least one fault was injected
 		"tether  upstream back on retry #", // and tether reconnected
+		// and restored the client's subscription, hiding the repeats
+		"session restored on the new connection: subscriptions replayed: 1",
+		"1 hello and 1 subscription answer from the feed",
 		"closes: 0",
 		"summary after",
 	} {

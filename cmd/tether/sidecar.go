@@ -40,10 +40,16 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 	if err != nil {
 		return &configError{Err: err}
 	}
+	reg, m, err := newMetrics()
+	if err != nil {
+		return err
+	}
+	instrument(&opts, cfg, m)
 	srv, err := proxy.New(opts)
 	if err != nil {
 		return err
 	}
+	m.SetOutboxSource(srv.OutboxMessages)
 	ln, err := net.Listen("tcp", string(cfg.Listen))
 	if err != nil {
 		return fmt.Errorf("listen on TETHER_LISTEN=%s: %w", cfg.Listen, err)
@@ -52,7 +58,7 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 		log.Warn("TETHER_LISTEN is not a loopback address: any host that reaches it can use the upstream credentials",
 			zap.String("listen", string(cfg.Listen)))
 	}
-	admin := newAdminServer(string(cfg.AdminListen), srv.Ready, nil, log.Named("admin"))
+	admin := newAdminServer(string(cfg.AdminListen), readiness(cfg, srv, opts.Upstream, log), metricsHandler(reg, log), log)
 	if cfg.AdminListen != "" {
 		if _, err := admin.Start(); err != nil {
 			_ = ln.Close()
@@ -136,5 +142,22 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 		MaxMessageBytes:       int64(cfg.MaxMessageBytes),
 		DownstreamBufferBytes: int64(cfg.DownstreamBufferBytes),
 		Logger:                log.Named("proxy"),
+		Rules:                 restoreRules(cfg),
 	}, nil
+}
+
+// restoreRules maps the TETHER_*_MATCH and *_PATH variables that restore the
+// app on new connections onto the proxy's rules.
+func restoreRules(cfg Config) proxy.Rules {
+	return proxy.Rules{
+		AuthMatch:            cfg.AuthMatch,
+		AuthOKMatch:          cfg.AuthOKMatch,
+		SubscribeMatch:       cfg.SubscribeMatch,
+		UnsubscribeMatch:     cfg.UnsubscribeMatch,
+		SubscriptionKey:      cfg.SubscriptionKey,
+		ReplyIDPath:          cfg.ReplyIDPath,
+		HideOnReconnectMatch: cfg.HideOnReconnectMatch,
+		AckIDPath:            cfg.AckIDPath,
+		AckMatch:             cfg.AckMatch,
+	}
 }

@@ -17,8 +17,9 @@ import (
 )
 
 const (
-	// subMessage is what the client sends once, right after connecting.
-	subMessage = `{"t":"sub","channel":"prices"}`
+	// subMessage is what the client sends once, right after connecting. The
+	// id is a request id: the feed's answer carries it back.
+	subMessage = `{"t":"sub","channel":"prices","id":1}`
 	// clientDialTimeout covers tether's TETHER_ACCEPT_WAIT: tether dials the
 	// upstream before it answers the client's handshake.
 	clientDialTimeout = 5 * time.Second

@@ -45,7 +45,7 @@ func TestFaultKindNames(t *testing.T) {
 	}
 }
 
-// The scheduler waits for a live connection, then for the plan's delay, and
+// The scheduler waits for a live, subscribed connection, then for the plan's delay, and
 // injects the plan's fault; with no live connection it injects nothing more.
 func TestFaultsInjectThePlanWhenHealthy(t *testing.T) {
 	const seed, mean = 7, 20 * time.Millisecond
@@ -53,7 +53,7 @@ func TestFaultsInjectThePlanWhenHealthy(t *testing.T) {
 	out := newLineWriter()
 	n := newNarrator(out, time.Now, demoSettings, false)
 	s := startFaults(f, newPlan(seed, mean), n)
-	p, _ := dialPeer(t, f.URL())
+	p := dialSubscribed(t, f) // the feed is healthy once it streams
 	p.text()
 	// Faults like restart close the connection and wait for its echo; keep
 	// reading so the peer answers.

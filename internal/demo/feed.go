@@ -33,10 +33,14 @@ type feedStats struct {
 }
 
 // feed is the demo's upstream: a price feed on upstreamtest.Server that
-// greets every connection with a hello, then streams numbered events at a
-// fixed rate from one global sequence counter. Events numbered while no
-// connection is live are never sent: that is what the client sees as a gap.
-// It serves one subscriber: a new connection supersedes the previous one.
+// greets every connection with a hello and, once the connection has
+// subscribed, streams numbered events at a fixed rate from one global
+// sequence counter. Like a real feed it forgets subscriptions with the
+// connection: a new connection gets nothing until it subscribes again,
+// which is what tether's replay log does for the client. Events numbered
+// while no subscribed connection is live are never sent: that is what the
+// client sees as a gap. It serves one subscriber: a new connection
+// supersedes the previous one.
 //
 // Its fault methods (reset, stall, restart, overload) act on the live
 // connection. All methods are safe for concurrent use; mu is never held
@@ -49,12 +53,13 @@ type feed struct {
 	done   chan struct{} // closed when the publisher has returned
 
 	mu          sync.Mutex
-	live        *upstreamtest.Conn   // receives events; nil while down or stalled
+	live        *upstreamtest.Conn   // the current connection; nil while down or stalled
+	subscribed  bool                 // live has subscribed: it receives events
 	stale       []*upstreamtest.Conn // stalled, closed once superseded
-	started     bool                 // a connection was seen: numbering has begun
+	started     bool                 // a connection subscribed: numbering has begun
 	epoch       time.Time            // when numbering began (moved on after stalls)
 	stats       feedStats
-	up          chan struct{} // closed while live != nil
+	up          chan struct{} // closed while live streams (has subscribed)
 	refuseUntil time.Time     // restart: handshakes answered 502 until then
 	refuseNext  int           // overload: refuse this many handshakes with 503
 }
@@ -95,7 +100,8 @@ func (f *feed) Stats() feedStats {
 	return f.stats
 }
 
-// healthy returns a channel that is closed while a live connection streams.
+// healthy returns a channel that is closed while a live connection streams:
+// it has subscribed. Faults wait for it, so each one hits a working feed.
 func (f *feed) healthy() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -127,22 +133,44 @@ func (f *feed) serveConn(c *upstreamtest.Conn) {
 		if err != nil {
 			return
 		}
+		text, sub := reply(data)
+		if sub {
+			f.subscribe(c)
+		}
 		// A failed write ends the connection; the next Read reports it.
-		_ = c.Send(reply(data))
+		_ = c.Send(text)
 	}
 }
 
-// reply acknowledges a client message: a subscription is confirmed by
-// channel, anything else gets a plain ack.
-func reply(data []byte) string {
+// reply answers a client message: a subscription is confirmed by channel,
+// with the request's id when it has one; anything else gets a plain ack.
+func reply(data []byte) (text string, sub bool) {
 	var m struct {
-		T       string `json:"t"`
-		Channel string `json:"channel"`
+		T       string          `json:"t"`
+		Channel string          `json:"channel"`
+		ID      json.RawMessage `json:"id"`
 	}
-	if json.Unmarshal(data, &m) == nil && m.T == "sub" {
-		return `{"t":"subscribed","channel":` + strconv.Quote(m.Channel) + `}`
+	if json.Unmarshal(data, &m) != nil || m.T != "sub" {
+		return ackMessage, false
 	}
-	return ackMessage
+	text = `{"t":"subscribed","channel":` + strconv.Quote(m.Channel)
+	if len(m.ID) > 0 {
+		text += `,"id":` + string(m.ID)
+	}
+	return text + `}`, true
+}
+
+// subscribe starts the events on c, if it is still the live connection.
+func (f *feed) subscribe(c *upstreamtest.Conn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.live == c {
+		f.subscribed = true
+		if !f.started {
+			f.started, f.epoch = true, f.opts.now()
+		}
+		f.setUp(true)
+	}
 }
 
 // attach makes c the live connection and closes the ones it supersedes.
@@ -152,11 +180,8 @@ func (f *feed) attach(c *upstreamtest.Conn) {
 	if f.live != nil {
 		old = append(old, f.live)
 	}
-	f.live, f.stale = c, nil
-	if !f.started {
-		f.started, f.epoch = true, f.opts.now()
-	}
-	f.setUp(true)
+	f.live, f.stale, f.subscribed = c, nil, false
+	f.setUp(false)
 	f.mu.Unlock()
 	for _, o := range old {
 		_ = o.Close()
@@ -168,7 +193,7 @@ func (f *feed) detach(c *upstreamtest.Conn) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.live == c {
-		f.live = nil
+		f.live, f.subscribed = nil, false
 		f.setUp(false)
 	}
 }
@@ -197,7 +222,7 @@ func (f *feed) take(change func(c *upstreamtest.Conn)) *upstreamtest.Conn {
 	if c == nil {
 		return nil
 	}
-	f.live = nil
+	f.live, f.subscribed = nil, false
 	f.setUp(false)
 	if change != nil {
 		change(c)
@@ -287,8 +312,9 @@ func (f *feed) tick() {
 }
 
 // due numbers the events due now and returns their range and the live
-// connection to send them to. Numbering starts with the first connection,
-// so the client's stream begins at 1 and every later hole is a real gap.
+// connection to send them to, nil unless it has subscribed. Numbering
+// starts with the first subscription, so the client's stream begins at 1
+// and every later hole is a real gap.
 func (f *feed) due() (from, to int64, c *upstreamtest.Conn) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -304,5 +330,8 @@ func (f *feed) due() (from, to int64, c *upstreamtest.Conn) {
 	}
 	from = f.stats.published + 1
 	f.stats.published = max(f.stats.published, due)
+	if !f.subscribed {
+		return from, f.stats.published, nil
+	}
 	return from, f.stats.published, f.live
 }

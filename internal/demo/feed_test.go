@@ -37,8 +37,7 @@ func decode(t *testing.T, msg string) event {
 	return e
 }
 
-// waitHealthy waits until the feed has attached a connection: the hello
-// arrives with the 101 answer, before the feed's handler runs.
+// waitHealthy waits until the feed streams to a subscribed connection.
 func waitHealthy(t *testing.T, f *feed) {
 	t.Helper()
 	select {
@@ -84,9 +83,20 @@ func TestFeedHelloSubscribeAndNumbering(t *testing.T) {
 	}
 }
 
+// dialSubscribed connects to the feed and subscribes.
+func dialSubscribed(t *testing.T, f *feed) *peer {
+	t.Helper()
+	p, ref := dialPeer(t, f.URL())
+	if ref != nil {
+		t.Fatalf("refused: %+v", ref)
+	}
+	p.send(ws.OpText, subMessage)
+	return p
+}
+
 func TestFeedResetLeavesAGap(t *testing.T) {
 	f := startTestFeed(t, 200, time.Now)
-	a, _ := dialPeer(t, f.URL())
+	a := dialSubscribed(t, f)
 	last := nextEvent(t, a)
 	if !f.reset() {
 		t.Fatal("reset() with a live connection = false")
@@ -104,7 +114,7 @@ func TestFeedResetLeavesAGap(t *testing.T) {
 		t.Fatal("feed healthy with no connection")
 	default:
 	}
-	b, _ := dialPeer(t, f.URL())
+	b := dialSubscribed(t, f)
 	if got := b.text(); got != helloMessage {
 		t.Fatalf("first message after reconnect = %q", got)
 	}
@@ -117,7 +127,7 @@ func TestFeedResetLeavesAGap(t *testing.T) {
 func TestFeedRestartRefusesWith502(t *testing.T) {
 	clock := &manualClock{t: time.Now()}
 	f := startTestFeed(t, 100, clock.now)
-	a, _ := dialPeer(t, f.URL())
+	a := dialSubscribed(t, f)
 	waitHealthy(t, f)
 	applied := make(chan bool, 1)
 	go func() { applied <- f.restart(time.Minute) }() // returns after our close echo
@@ -138,7 +148,7 @@ func TestFeedRestartRefusesWith502(t *testing.T) {
 
 func TestFeedOverloadRefusesWith503(t *testing.T) {
 	f := startTestFeed(t, 100, time.Now)
-	a, _ := dialPeer(t, f.URL())
+	a := dialSubscribed(t, f)
 	waitHealthy(t, f)
 	applied := make(chan bool, 1)
 	go func() { applied <- f.overload(2) }()
@@ -160,13 +170,13 @@ func TestFeedOverloadRefusesWith503(t *testing.T) {
 
 func TestFeedStallIsHalfOpenUntilSuperseded(t *testing.T) {
 	f := startTestFeed(t, 100, time.Now)
-	a, _ := dialPeer(t, f.URL())
+	a := dialSubscribed(t, f)
 	nextEvent(t, a)
 	if !f.stall() {
 		t.Fatal("stall() = false")
 	}
 	a.send(ws.OpPing, "are you there")
-	b, _ := dialPeer(t, f.URL())
+	b := dialSubscribed(t, f)
 	if got := b.text(); got != helloMessage {
 		t.Fatalf("new connection's first message = %q", got)
 	}
@@ -180,6 +190,41 @@ func TestFeedStallIsHalfOpenUntilSuperseded(t *testing.T) {
 		if fr.Header.OpCode == ws.OpPong {
 			t.Fatal("stalled connection answered a ping")
 		}
+	}
+	nextEvent(t, b)
+}
+
+// Subscriptions belong to the connection: a new one gets its hello and no
+// event until it subscribes, and the subscription's answer carries the
+// request's id.
+func TestFeedForgetsSubscriptions(t *testing.T) {
+	f := startTestFeed(t, 200, time.Now)
+	a := dialSubscribed(t, f)
+	nextEvent(t, a)
+	f.reset()
+	b, ref := dialPeer(t, f.URL())
+	if ref != nil {
+		t.Fatalf("refused: %+v", ref)
+	}
+	if got := b.text(); got != helloMessage {
+		t.Fatalf("first message = %q, want the hello", got)
+	}
+	// Let events come due while b has not subscribed: none may reach it.
+	published := f.Stats().published
+	deadline := time.Now().Add(testTimeout)
+	for f.Stats().published < published+10 {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed stopped numbering events")
+		}
+		select {
+		case <-f.healthy():
+			t.Fatal("feed healthy before the new connection subscribed")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	b.send(ws.OpText, `{"t":"sub","channel":"prices","id":7}`)
+	if got := b.text(); got != `{"t":"subscribed","channel":"prices","id":7}` {
+		t.Fatalf("first message after the hello = %q, want the subscription's answer", got)
 	}
 	nextEvent(t, b)
 }

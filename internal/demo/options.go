@@ -98,6 +98,17 @@ var demoSettings = settings{
 // backoff counter resets as soon as the feed proves it is serving.
 const confirmMatch = `{"t":"hello"}`
 
+// The feed forgets subscriptions with each connection: tether logs the
+// client's subscription (keyed by channel) and replays it on every new one,
+// hides the answer to that replay (the client already has its own, matched
+// by request id) and every hello after the first.
+const (
+	subscribeMatch       = `{"t":"sub"}`
+	subscriptionKey      = "channel"
+	replyIDPath          = "id"
+	hideOnReconnectMatch = `{"t":"hello"}`
+)
+
 // tetherEnv is the configuration the demo's tether runs with, as the
 // TETHER_* variables an operator would set.
 func tetherEnv(upstreamURL string, s settings) map[string]string {
@@ -116,5 +127,10 @@ func tetherEnv(upstreamURL string, s settings) map[string]string {
 		"TETHER_ACCEPT_WAIT":     "2s",
 		"TETHER_DIAL_TIMEOUT":    "2s",
 		"TETHER_DRAIN_TIMEOUT":   "1s",
+
+		"TETHER_SUBSCRIBE_MATCH":         subscribeMatch,
+		"TETHER_SUBSCRIPTION_KEY":        subscriptionKey,
+		"TETHER_REPLY_ID_PATH":           replyIDPath,
+		"TETHER_HIDE_ON_RECONNECT_MATCH": hideOnReconnectMatch,
 	}
 }

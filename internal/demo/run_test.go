@@ -103,6 +103,11 @@ func TestRunPassesTheDemoConfiguration(t *testing.T) {
 		"TETHER_PING_TIMEOUT":  "1s",
 		"TETHER_CONFIRM_MATCH": confirmMatch,
 		"TETHER_RESTART_FLOOR": "1s",
+
+		"TETHER_SUBSCRIBE_MATCH":         `{"t":"sub"}`,
+		"TETHER_SUBSCRIPTION_KEY":        "channel",
+		"TETHER_REPLY_ID_PATH":           "id",
+		"TETHER_HIDE_ON_RECONNECT_MATCH": `{"t":"hello"}`,
 	}
 	for k, v := range want {
 		if env[k] != v {

@@ -94,6 +94,7 @@ type tetherStats struct {
 	losses      int           // live upstream connections lost
 	failedDials int           // dials refused or failed
 	reconnects  int           // connections confirmed after a loss
+	replayed    int           // subscriptions tether replayed on new connections
 	longestDown time.Duration // longest loss → confirmation
 	gaveUp      bool          // tether stopped retrying (it never should here)
 }
@@ -130,9 +131,8 @@ func (s *story) line(e zapcore.Entry, f logFields) (string, bool) {
 	case "app closed":
 		code, _ := f.int("close_code")
 		return fmt.Sprintf("the client closed its socket (%d); tether closes the upstream with 1000", code), true
-	case "outbox flushed":
-		n, _ := f.int("messages")
-		return fmt.Sprintf("sent %s the client wrote while the upstream was down", plural(n, "message", "messages")), true
+	case "session restored":
+		return s.restored(f)
 	case "shutting down":
 		return "shutting down", true
 	case "stopped":
@@ -230,6 +230,31 @@ func (s *story) confirmed(t time.Time, f logFields) string {
 	}
 	return fmt.Sprintf("upstream back on retry #%d (downtime %.2fs after detection, %.1fs since the feed went silent)",
 		attempt, down.Seconds(), t.Sub(since).Seconds())
+}
+
+// restored narrates "session restored": what tether sent on a new
+// connection, before the client's own traffic, so the feed serves the
+// client as before. A first connection with nothing to restore is silent.
+func (s *story) restored(f logFields) (string, bool) {
+	auth, _ := f.int("auth_sent")
+	replayed, _ := f.int("replayed")
+	flushed, _ := f.int("outbox_flushed")
+	resent, _ := f.int("unacked_resent")
+	if auth+replayed+flushed+resent == 0 {
+		return "", false
+	}
+	s.stats.replayed += int(replayed)
+	parts := []string{fmt.Sprintf("subscriptions replayed: %d", replayed)}
+	if auth > 0 {
+		parts = append([]string{"login re-sent"}, parts...)
+	}
+	if flushed > 0 {
+		parts = append(parts, fmt.Sprintf("queued messages sent: %d", flushed))
+	}
+	if resent > 0 {
+		parts = append(parts, fmt.Sprintf("unacknowledged messages re-sent: %d", resent))
+	}
+	return "session restored on the new connection: " + strings.Join(parts, ", "), true
 }
 
 // dialName names the dial that failed: the first one, or retry #n.

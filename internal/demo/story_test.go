@@ -137,11 +137,30 @@ func TestStoryLines(t *testing.T) {
 			want: "  12.3s  tether  upstream connected; the feed's hello confirmed it",
 		},
 		{
-			name: "outbox",
+			name: "subscription replayed",
 			log: func(l *zap.Logger) {
-				l.Info("outbox flushed", zap.Uint64("gen", 2), zap.Int("messages", 1))
+				l.Info("session restored", zap.Uint64("gen", 2), zap.Int("auth_sent", 0), zap.Int("replayed", 1),
+					zap.Int("outbox_flushed", 0), zap.Int("unacked_resent", 0))
 			},
-			want: "  12.3s  tether  sent 1 message the client wrote while the upstream was down",
+			want:   "  12.3s  tether  session restored on the new connection: subscriptions replayed: 1",
+			counts: tetherStats{replayed: 1},
+		},
+		{
+			name: "everything restored",
+			log: func(l *zap.Logger) {
+				l.Info("session restored", zap.Uint64("gen", 3), zap.Int("auth_sent", 1), zap.Int("replayed", 2),
+					zap.Int("outbox_flushed", 3), zap.Int("unacked_resent", 4))
+			},
+			want: "  12.3s  tether  session restored on the new connection: login re-sent, subscriptions replayed: 2, " +
+				"queued messages sent: 3, unacknowledged messages re-sent: 4",
+			counts: tetherStats{replayed: 2},
+		},
+		{
+			name: "nothing to restore is silent",
+			log: func(l *zap.Logger) {
+				l.Info("session restored", zap.Uint64("gen", 1), zap.Int("auth_sent", 0), zap.Int("replayed", 0),
+					zap.Int("outbox_flushed", 0), zap.Int("unacked_resent", 0))
+			},
 		},
 		{
 			name: "gave up",
@@ -266,10 +285,11 @@ func TestSummaryVerdict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n, out := newTestNarrator(0, false)
 			n.summary(report{elapsed: 20 * time.Second, seed: 7, client: tc.client,
-				faults: [numFaultKinds]int{faultRestart: 1}, tether: tetherStats{losses: 1, reconnects: 1, longestDown: time.Second}})
+				faults: [numFaultKinds]int{faultRestart: 1}, tether: tetherStats{losses: 1, reconnects: 1, replayed: 1, longestDown: time.Second}})
 			s := out.String()
 			for _, want := range []string{tc.want, "summary after 20.0s (seed 7)", "faults   1: 1 server restart",
-				"tether   1 upstream connection lost, 0 dials refused or failed, 1 reconnect, longest downtime 1.00s"} {
+				"tether   1 upstream connection lost, 0 dials refused or failed, 1 reconnect, longest downtime 1.00s, 1 subscription replayed",
+				"tether replayed the subscription on every new connection", "not yet enabled in this release: gap filling"} {
 				if !strings.Contains(s, want) {
 					t.Errorf("summary lacks %q:\n%s", want, s)
 				}

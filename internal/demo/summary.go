@@ -66,12 +66,13 @@ func (n *narrator) summary(r report) {
 		"  tether   " + tetherLine(r.tether),
 		fmt.Sprintf("  feed     published %s, sent %s of them to tether",
 			plural(r.feed.published, "event", "events"), fmtCount(r.feed.delivered)),
-		"  client   " + clientLine(r.client) + fmt.Sprintf(", %s from the feed", plural(r.client.hellos, "hello", "hellos")),
+		"  client   " + clientLine(r.client) + fmt.Sprintf(", %s and %s from the feed",
+			plural(r.client.hellos, "hello", "hellos"), plural(r.client.acks, "subscription answer", "subscription answers")),
 	}
 	lines = append(lines, verdict(r.client)...)
 	lines = append(lines,
-		"  not yet enabled in this release: gap filling, subscription replay and hiding repeated hellos;",
-		"  the gaps above are what the next releases close.",
+		"  tether replayed the subscription on every new connection and hid the feed's repeated hellos and answers;",
+		"  not yet enabled in this release: gap filling, so the gaps above are what the next releases close.",
 	)
 	n.plain(lines...)
 }
@@ -98,6 +99,9 @@ func tetherLine(t tetherStats) string {
 		plural(int64(t.reconnects), "reconnect", "reconnects"))
 	if t.reconnects > 0 {
 		s += fmt.Sprintf(", longest downtime %.2fs", t.longestDown.Seconds())
+	}
+	if t.replayed > 0 {
+		s += fmt.Sprintf(", %s replayed", plural(int64(t.replayed), "subscription", "subscriptions"))
 	}
 	if t.gaveUp {
 		s += ", and it GAVE UP"

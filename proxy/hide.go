@@ -1,0 +1,29 @@
+package proxy
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/tetherproxy/tether/upstream"
+)
+
+// hidden applies the upstream-side rules to a message from c and reports
+// whether the app must not see it: a second welcome, the reply to a request
+// tether replayed, a repeated acknowledgement. The state the message carries
+// (a login reply a restore waits for, an acknowledgement) is taken into
+// account either way. Each hidden message is logged at debug and counted.
+func (sess *Session) hidden(c *upstream.Conn, data []byte) bool {
+	u := sess.srv.rules.classifyUpstream(data)
+	if !u.any() {
+		return false
+	}
+	sess.mu.Lock()
+	why := sess.restore.upstreamMessage(c, u)
+	sess.mu.Unlock()
+	if why == "" {
+		return false
+	}
+	sess.srv.totals.hidden(why)
+	sess.log.Debug("upstream message hidden from the app", zap.String("reason", why),
+		zap.Uint64("gen", c.Gen()), zap.Int("bytes", len(data)))
+	return true
+}

@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+
+	"github.com/gobwas/ws"
+)
+
+// Metrics receives the proxy's countable events. cmd/tether implements it with
+// Prometheus collectors; the proxy itself depends on no metrics library.
+// Methods are called from session goroutines, never under a lock, and must
+// not block. String arguments are label values from the fixed sets below.
+type Metrics interface {
+	// SessionStarted and SessionEnded bracket each admitted app connection
+	// (counted against MaxSessions from admission, handshake included).
+	SessionStarted()
+	SessionEnded()
+	// Message counts one message received from the app
+	// (DirectionAppToUpstream) or delivered to it (DirectionUpstreamToApp).
+	Message(direction string)
+	// DroppedFromOutbox counts app messages lost to a full outbox, under
+	// every TETHER_OUTBOX_OVERFLOW policy (under close, the refused message).
+	DroppedFromOutbox(n int)
+	// HandshakeRejected counts an app handshake that did not complete, with
+	// one of the Reject* reasons.
+	HandshakeRejected(reason string)
+	// DrainStarted marks the start of Shutdown.
+	DrainStarted()
+	// Replayed counts app messages re-sent upstream on a reconnect.
+	Replayed(n int)
+	// DuplicateDropped counts an upstream message dropped as a duplicate.
+	DuplicateDropped()
+	// Gap counts a sequence gap by outcome (filled, resync, closed, skipped,
+	// notified).
+	Gap(outcome string)
+	// Recovered counts a stream made whole after a reconnect, by method
+	// (resume, http, resync).
+	Recovered(method string)
+	// HeldBytesChanged adds delta to the bytes held behind sequence gaps.
+	HeldBytesChanged(delta int)
+}
+
+// Message directions (Metrics.Message).
+const (
+	DirectionAppToUpstream = "app_to_upstream"
+	DirectionUpstreamToApp = "upstream_to_app"
+)
+
+// Why an app handshake did not complete (Metrics.HandshakeRejected).
+const (
+	RejectMaxSessions       = "max_sessions"       // TETHER_MAX_SESSIONS reached: 503
+	RejectDraining          = "draining"           // shutting down: 503
+	RejectUpstreamPermanent = "upstream_permanent" // the first dial failed for good: 502
+	RejectBadRequest        = "bad_request"        // not a valid WebSocket upgrade: 4xx
+	RejectTimeout           = "timeout"            // handshake not read within HandshakeTimeout+AcceptWait
+	RejectAborted           = "aborted"            // the app's connection failed mid-handshake
+)
+
+// nopMetrics counts nothing: the Metrics of a Server whose Options have none.
+type nopMetrics struct{}
+
+func (nopMetrics) SessionStarted()          {}
+func (nopMetrics) SessionEnded()            {}
+func (nopMetrics) Message(string)           {}
+func (nopMetrics) DroppedFromOutbox(int)    {}
+func (nopMetrics) HandshakeRejected(string) {}
+func (nopMetrics) DrainStarted()            {}
+func (nopMetrics) Replayed(int)             {}
+func (nopMetrics) DuplicateDropped()        {}
+func (nopMetrics) Gap(string)               {}
+func (nopMetrics) Recovered(string)         {}
+func (nopMetrics) HeldBytesChanged(int)     {}
+
+// handshakeFailure names a handshake that failed without tether deciding to
+// refuse it: gobwas refused a malformed request, or the socket failed.
+func handshakeFailure(err error) string {
+	var rejected *ws.ConnectionRejectedError
+	var ne net.Error
+	switch {
+	case errors.As(err, &rejected):
+		return RejectBadRequest
+	case errors.As(err, &ne) && ne.Timeout():
+		return RejectTimeout
+	}
+	return RejectAborted
+}
+
+// OutboxMessages counts the app messages queued across sessions right now.
+// It is read at each metrics scrape rather than tracked by increments, so the
+// gauge cannot drift from the outboxes whatever code path changes them.
+func (s *Server) OutboxMessages() int {
+	n := 0
+	for _, sess := range s.snapshot() {
+		sess.mu.Lock()
+		n += sess.outbox.Len()
+		sess.mu.Unlock()
+	}
+	return n
+}
+
+// snapshot copies the live sessions, so they can be visited without s.mu.
+func (s *Server) snapshot() []*Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sessions := make([]*Session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	return sessions
+}
