@@ -1,0 +1,35 @@
+// Package template renders the message and URL templates of tether's
+// configuration: TETHER_RESUME_MESSAGE, TETHER_GAP_NOTICE and
+// TETHER_GAPFILL_URL (DESIGN.md "Restoring the application" and "Sequences
+// and gap filling").
+//
+// Templates are Go text/template with three functions:
+//
+//   - json encodes its argument as JSON: {{json .Session}} renders "abc"
+//     with the quotes, and escapes quotes, backslashes and control
+//     characters, so a value cannot break out of the message it is put in.
+//     HTML characters (<, >, &) are left as they are.
+//   - query escapes its argument for a URL query value (url.QueryEscape):
+//     ?stream={{query .Stream}}.
+//   - path escapes its argument for one URL path segment (url.PathEscape):
+//     /streams/{{path .Stream}}/events.
+//
+// Nothing is escaped implicitly: {{.Stream}} renders the raw value, which
+// is right for numbers and for values known to be safe, and wrong for a
+// stream name put in a URL or a JSON string. TETHER_GAPFILL_URL therefore
+// wants query or path around every string field.
+//
+// Each configuration variable has its own type ([ResumeMessage],
+// [GapNotice], [GapFillURL]) that parses with UnmarshalText, so the
+// configuration loader fills it directly, and renders from a typed data
+// value ([Resume], [Gap]). Parsing executes the template once against a
+// sample value, so a misspelt field ({{.Sesion}}) or a function misuse is
+// reported when tether starts, not at the first reconnect; a URL template
+// must also render an absolute http or https URL. Templates are rendered
+// with missingkey=error, and may not use range: the data holds only scalar
+// fields, and a loop over an integer literal could only stall rendering.
+// Output is capped at [MaxOutput] bytes.
+//
+// Concurrency: a parsed template is immutable and safe for concurrent use;
+// every call renders into its own buffer.
+package template

@@ -1,0 +1,10 @@
+package template
+
+import "errors"
+
+// ErrOutputTooLarge is returned when a template renders more than
+// [MaxOutput] bytes.
+var ErrOutputTooLarge = errors.New("template output too large")
+
+// ErrRange is returned by Parse for a template that uses range.
+var ErrRange = errors.New("range is not supported: the template data has nothing to iterate over")
