@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tetherproxy/tether/internal/wsconn"
+	"github.com/tetherproxy/tether/upstream"
 )
 
 // maxHandshakeBytes bounds an app's handshake request: gobwas reads headers of
@@ -106,15 +107,39 @@ func (sess *Session) dialFirst() (ws.HandshakeHeader, error) {
 	select {
 	case r := <-sess.client.First():
 		switch {
-		case r.Err == nil && r.Protocol != "":
-			return ws.HandshakeHeaderHTTP(http.Header{"Sec-Websocket-Protocol": {r.Protocol}}), nil
-		case r.Err != nil && r.Permanent:
+		case r.Err == nil:
+			sess.setAppProtocol(r.Protocol)
+			return protocolHeader(r.Protocol), nil
+		case r.Permanent:
 			return nil, ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadGateway),
 				ws.RejectionReason(oneLine(fmt.Sprintf("upstream refused the connection: %v", r.Err))))
 		}
 	case <-t.C:
 	}
-	return nil, nil
+	return sess.pinProtocol(), nil
+}
+
+// pinProtocol answers an app accepted before the upstream did. An app that
+// offered subprotocols must get one back: RFC 6455 §4.1 lets a client fail the
+// connection otherwise, and browsers and Node's ws do. It gets its first choice,
+// and the upstream is from now on offered only that one, so both sides agree.
+func (sess *Session) pinProtocol() ws.HandshakeHeader {
+	if len(sess.protocols) == 0 {
+		return nil
+	}
+	p := sess.protocols[0]
+	sess.setAppProtocol(p)
+	sess.client.PinProtocol(p)
+	sess.log.Info("app accepted before the upstream answered; subprotocol pinned to the app's first choice",
+		zap.String("protocol", p))
+	return protocolHeader(p)
+}
+
+func protocolHeader(p string) ws.HandshakeHeader {
+	if p == "" {
+		return nil
+	}
+	return ws.HandshakeHeaderHTTP(http.Header{"Sec-Websocket-Protocol": {p}})
 }
 
 // oneLine keeps an error readable in a one-line HTTP body.
@@ -125,4 +150,24 @@ func oneLine(s string) string {
 		s = s[:300]
 	}
 	return strings.TrimSpace(s)
+}
+
+// setAppProtocol records the subprotocol the app was accepted with.
+func (sess *Session) setAppProtocol(p string) {
+	sess.mu.Lock()
+	sess.appProtocol, sess.protocolKnown = p, true
+	sess.mu.Unlock()
+}
+
+// checkProtocol warns when an upstream connection speaks another subprotocol
+// than the one the app was given (a dial that was already in flight when the
+// protocol was pinned, or an upstream that ignores the offer).
+func (sess *Session) checkProtocol(c *upstream.Conn) {
+	sess.mu.Lock()
+	want, known := sess.appProtocol, sess.protocolKnown
+	sess.mu.Unlock()
+	if known && c.Protocol() != want {
+		sess.log.Warn("upstream chose another subprotocol than the app was accepted with",
+			zap.Uint64("gen", c.Gen()), zap.String("app_protocol", want), zap.String("upstream_protocol", c.Protocol()))
+	}
 }

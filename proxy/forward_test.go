@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -112,4 +113,37 @@ func TestSubprotocol(t *testing.T) {
 			up.expectFromApp(t, c.N(), ws.OpText, "x")
 		})
 	}
+}
+
+// TestSubprotocolPinnedWhileUpstreamDown: an app accepted before the upstream
+// answered still gets a subprotocol back (Node's ws and browsers fail the
+// connection otherwise): its first choice, and the upstream is then offered
+// only that one, so both ends speak the same protocol.
+func TestSubprotocolPinnedWhileUpstreamDown(t *testing.T) {
+	up := newUpstream(t, upstreamConfig{
+		subprotocols: []string{"b", "a"},
+		refuse: func(n int) (int, http.Header) {
+			if n == 1 {
+				return http.StatusServiceUnavailable, nil
+			}
+			return 0, nil
+		},
+	})
+	e := newTether(t, up.srv.URL(), nil)
+	a := dialApp(t, e.url, appOptions{protocols: []string{"a", "b"}})
+	if a.protocol != "a" {
+		t.Fatalf("app accepted with protocol %q, want its first choice %q", a.protocol, "a")
+	}
+	if h := up.handshake(t, 1); !slices.Equal(h.protocols, []string{"a", "b"}) {
+		t.Fatalf("first dial offered %q, want the app's list", h.protocols)
+	}
+	c := up.nextConn(t)
+	if h := up.handshake(t, 2); !slices.Equal(h.protocols, []string{"a"}) {
+		t.Fatalf("dial after the app was accepted offered %q, want only the pinned %q", h.protocols, "a")
+	}
+	if c.Protocol() != "a" {
+		t.Fatalf("upstream negotiated %q, want %q", c.Protocol(), "a")
+	}
+	a.sendText(t, "x")
+	up.expectFromApp(t, c.N(), ws.OpText, "x")
 }

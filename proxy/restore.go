@@ -49,6 +49,7 @@ func (sess *Session) restoreSteps() []restoreStep {
 // overtaken. An error fails the attempt: the upstream client closes c and
 // backs off.
 func (sess *Session) Restore(ctx context.Context, c *upstream.Conn) error {
+	sess.checkProtocol(c)
 	r := sess.beginRestore(c)
 	for _, step := range sess.restoreSteps() {
 		if err := step.run(ctx, c, r); err != nil {

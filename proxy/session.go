@@ -34,6 +34,9 @@ type Session struct {
 	live    *upstream.Conn // restored connection taking direct sends; nil while down
 	outbox  *buffer.Outbox
 	restore restoreState // login, subscriptions, acks and replies (state.go)
+
+	appProtocol   string // subprotocol the app was accepted with
+	protocolKnown bool   // appProtocol is set
 }
 
 func (s *Server) newSession(nc net.Conn) *Session {

@@ -79,8 +79,9 @@ type Client struct {
 	stop  context.CancelFunc
 	once  sync.Once
 
-	state atomic.Int32
-	err   error // why run stopped; written before done is closed
+	state  atomic.Int32
+	pinned atomic.Pointer[[]string] // set by PinProtocol
+	err    error                    // why run stopped; written before done is closed
 
 	// Owned by the run goroutine.
 	gen          uint64
@@ -117,6 +118,22 @@ func New(opts Options) (*Client, error) {
 		first: make(chan DialResult, 1),
 		done:  make(chan struct{}),
 	}, nil
+}
+
+// PinProtocol makes every later dial offer only protocol p. The proxy calls it
+// when it had to accept the app before the upstream answered: the app was told
+// p, so the upstream must not pick another one. A dial already in flight keeps
+// the offer it was made with.
+func (c *Client) PinProtocol(p string) {
+	c.pinned.Store(&[]string{p})
+}
+
+// offered is the subprotocol list the next dial offers.
+func (c *Client) offered() []string {
+	if p := c.pinned.Load(); p != nil {
+		return *p
+	}
+	return c.opts.Protocols
 }
 
 // Start launches the Client's goroutine. ctx bounds its whole life.

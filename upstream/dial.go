@@ -34,7 +34,7 @@ func (c *Client) dial(ctx context.Context, gen uint64) (*Conn, error) {
 	var status *StatusError
 	d := ws.Dialer{
 		Timeout:   c.opts.DialTimeout,
-		Protocols: c.opts.Protocols,
+		Protocols: c.offered(),
 		Header:    ws.HandshakeHeaderHTTP(header),
 		TLSConfig: c.opts.TLSConfig,
 		OnStatusError: func(code int, reason []byte, resp io.Reader) {
