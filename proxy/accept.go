@@ -1,11 +1,12 @@
 package proxy
 
 import (
-	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,13 +19,20 @@ import (
 )
 
 // maxHandshakeBytes bounds an app's handshake request: gobwas reads headers of
-// any size otherwise.
+// any size otherwise. A larger request is answered 431.
 const maxHandshakeBytes = 16 << 10
+
+// refusalLinger bounds how long a refused app's socket is drained before it is
+// closed (see closeRefused).
+const refusalLinger = 500 * time.Millisecond
 
 // handle serves one accepted app connection from handshake to close.
 func (s *Server) handle(nc net.Conn) {
 	sess := s.newSession(nc)
-	if !sess.handshake(nc) {
+	if ok, answered := sess.handshake(nc); !ok {
+		if answered {
+			closeRefused(nc)
+		}
 		_ = nc.Close()
 		return
 	}
@@ -42,49 +50,22 @@ func (s *Server) handle(nc net.Conn) {
 // while the app waits (DESIGN.md "Sessions"): its subprotocol is the one the
 // app gets, and a permanent upstream failure becomes an HTTP 502 the app can
 // report, instead of a socket that opens and dies.
-func (sess *Session) handshake(nc net.Conn) bool {
+//
+// The request must arrive whole within HandshakeTimeout, however slowly its
+// bytes trickle in (slowloris), and within maxHandshakeBytes. Host and Origin
+// are checked as their headers are read (browser.go), so a refused request
+// never reaches the upstream. answered reports a refusal tether wrote.
+func (sess *Session) handshake(nc net.Conn) (ok, answered bool) {
 	s := sess.srv
-	_ = nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout + s.opts.AcceptWait))
+	_ = nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 	refusal := "" // set when tether itself refuses, with the reason
-	u := ws.Upgrader{
-		ProtocolCustom: func(v []byte) (string, bool) {
-			// Collect every offered protocol; the upstream chooses (OnBeforeUpgrade).
-			ok := httphead.ScanTokens(v, func(tok []byte) bool {
-				sess.protocols = append(sess.protocols, string(tok))
-				return true
-			})
-			return "", ok
-		},
-		OnBeforeUpgrade: func() (ws.HandshakeHeader, error) {
-			if reason, err := s.admit(sess); err != nil {
-				refusal = reason
-				return nil, err
-			}
-			sess.admitted = true
-			header, err := sess.dialFirst()
-			if err != nil {
-				refusal = RejectUpstreamPermanent
-			}
-			return header, err
-		},
-	}
+	u := sess.upgrader(nc, &refusal)
 	rw := struct {
 		io.Reader
 		io.Writer
-	}{io.LimitReader(nc, maxHandshakeBytes), nc}
-	_, err := u.Upgrade(rw)
-	if err != nil {
-		sess.log.Info("app handshake refused", zap.Error(err))
-		s.opts.Metrics.HandshakeRejected(cmp.Or(refusal, handshakeFailure(err)))
-		// Before client.Close: the upstream reader may be blocked in Message
-		// waiting for an app socket that will never exist, and Close waits
-		// for that reader. Also releases the context.
-		sess.cancel()
-		if sess.admitted {
-			sess.client.Close()
-			s.forget(sess)
-		}
-		return false
+	}{&handshakeReader{r: nc, left: maxHandshakeBytes}, nc}
+	if _, err := u.Upgrade(rw); err != nil {
+		return false, sess.refused(nc, err, refusal)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	sess.app = wsconn.New(nc, nil, wsconn.Options{
@@ -94,7 +75,125 @@ func (sess *Session) handshake(nc net.Conn) bool {
 	close(sess.appReady)
 	sess.log.Info("app connected", zap.Stringer("remote", nc.RemoteAddr()),
 		zap.Strings("protocols", sess.protocols))
-	return true
+	return true, false
+}
+
+// upgrader returns the gobwas callbacks of one handshake, in the order gobwas
+// calls them: Host and Origin as their headers are read, the offered
+// subprotocols, then, once the request is complete, admission and the first
+// dial. A callback that refuses stores its Reject* reason in *refusal.
+func (sess *Session) upgrader(nc net.Conn, refusal *string) ws.Upgrader {
+	s := sess.srv
+	return ws.Upgrader{
+		OnHost: func(host []byte) error {
+			err := s.guard.checkHost(host, nc.LocalAddr())
+			if err != nil {
+				*refusal = RejectHost
+			}
+			return err
+		},
+		OnHeader: func(key, value []byte) error {
+			if string(key) != "Origin" { // gobwas canonicalises header names
+				return nil
+			}
+			err := s.guard.checkOrigin(value)
+			if err != nil {
+				*refusal = RejectOrigin
+			}
+			return err
+		},
+		ProtocolCustom: func(v []byte) (string, bool) {
+			// Collect every offered protocol; the upstream chooses (OnBeforeUpgrade).
+			ok := httphead.ScanTokens(v, func(tok []byte) bool {
+				sess.protocols = append(sess.protocols, string(tok))
+				return true
+			})
+			return "", ok
+		},
+		OnBeforeUpgrade: func() (ws.HandshakeHeader, error) {
+			// The request is in: the answer may now wait for the first dial.
+			_ = nc.SetDeadline(time.Now().Add(s.opts.AcceptWait + s.opts.HandshakeTimeout))
+			if reason, err := s.admit(sess); err != nil {
+				*refusal = reason
+				return nil, err
+			}
+			sess.admitted = true
+			header, err := sess.dialFirst()
+			if err != nil {
+				*refusal = RejectUpstreamPermanent
+			}
+			return header, err
+		},
+	}
+}
+
+// refused cleans up after a handshake that failed, counts it and, for a
+// request over maxHandshakeBytes (which gobwas drops without an answer),
+// answers 431. It reports whether the app got an HTTP answer.
+func (sess *Session) refused(nc net.Conn, err error, refusal string) (answered bool) {
+	s := sess.srv
+	tooLarge := errors.Is(err, errHeadersTooLarge)
+	switch {
+	case tooLarge:
+		refusal = RejectHeadersTooLarge
+		_, _ = io.WriteString(nc, headersTooLargeResponse)
+	case refusal == "":
+		refusal = handshakeFailure(err)
+	}
+	sess.log.Info("app handshake refused", zap.Error(err), zap.String("reason", refusal))
+	s.opts.Metrics.HandshakeRejected(refusal)
+	// Before client.Close: the upstream reader may be blocked in Message
+	// waiting for an app socket that will never exist, and Close waits
+	// for that reader. Also releases the context.
+	sess.cancel()
+	if sess.admitted {
+		sess.client.Close()
+		s.forget(sess)
+	}
+	var rejected *ws.ConnectionRejectedError
+	return tooLarge || errors.As(err, &rejected)
+}
+
+// headersTooLargeResponse answers a request over maxHandshakeBytes.
+var headersTooLargeResponse = "HTTP/1.1 431 Request Header Fields Too Large\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n" +
+	"Content-Length: " + strconv.Itoa(len(headersTooLargeBody)) + "\r\n\r\n" + headersTooLargeBody
+
+const headersTooLargeBody = "request headers exceed 16 KiB"
+
+// handshakeReader reads an app's handshake request, failing with
+// errHeadersTooLarge once maxHandshakeBytes have been read. (io.LimitReader's
+// plain EOF could not be told from an app that hung up.)
+type handshakeReader struct {
+	r    io.Reader
+	left int
+}
+
+func (h *handshakeReader) Read(p []byte) (int, error) {
+	if h.left <= 0 {
+		return 0, errHeadersTooLarge
+	}
+	if len(p) > h.left {
+		p = p[:h.left]
+	}
+	n, err := h.r.Read(p)
+	h.left -= n
+	return n, err
+}
+
+// closeRefused lets a refused app read tether's answer before the socket
+// closes. Closing a socket whose receive buffer still holds request bytes
+// (the headers after a refused Origin, say) makes the kernel send RST, and a
+// client that gets the RST first may lose the answer (the lingering close of
+// RFC 9112 §9.6): so half-close, then drain what the app still sends for at
+// most refusalLinger.
+func closeRefused(nc net.Conn) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(refusalLinger))
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, maxHandshakeBytes))
 }
 
 // dialFirst starts the upstream client and waits up to AcceptWait for its first

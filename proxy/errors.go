@@ -7,3 +7,7 @@ import "errors"
 // anyway would have them refused, so the attempt fails and the upstream
 // client backs off.
 var ErrNoAuthReply = errors.New("no reply matching TETHER_AUTH_OK_MATCH within TETHER_DIAL_TIMEOUT")
+
+// errHeadersTooLarge stops reading an app's handshake request at
+// maxHandshakeBytes; the app is answered 431.
+var errHeadersTooLarge = errors.New("handshake request exceeds 16 KiB")

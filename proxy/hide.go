@@ -11,6 +11,9 @@ import (
 // tether replayed, a repeated acknowledgement. The state the message carries
 // (a login reply a restore waits for, an acknowledgement) is taken into
 // account either way. Each hidden message is logged at debug and counted.
+//
+// c is nil for a message fetched over HTTP (TETHER_GAPFILL_URL): no login
+// waits for it.
 func (sess *Session) hidden(c *upstream.Conn, data []byte) bool {
 	u := sess.srv.rules.classifyUpstream(data)
 	if !u.any() {
@@ -24,6 +27,14 @@ func (sess *Session) hidden(c *upstream.Conn, data []byte) bool {
 	}
 	sess.srv.totals.hidden(why)
 	sess.log.Debug("upstream message hidden from the app", zap.String("reason", why),
-		zap.Uint64("gen", c.Gen()), zap.Int("bytes", len(data)))
+		zap.Uint64("gen", genOf(c)), zap.Int("bytes", len(data)))
 	return true
+}
+
+// genOf is c's generation, 0 for nil (a message that came over HTTP).
+func genOf(c *upstream.Conn) uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.Gen()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -264,7 +265,10 @@ func TestAppGoneDuringHandshake(t *testing.T) {
 // An app that stops reading fills tether's bounded queue towards it; tether
 // then stops reading the upstream instead of buffering more, and does not
 // take that silence for a dead upstream (DESIGN.md "Local listener and
-// security", last point). When the app reads again, everything arrives.
+// security", last point). Memory stays bounded: the queue holds at most
+// DownstreamBufferBytes plus one message, and the live heap grows by a
+// fraction of what the upstream offered. When the app reads again,
+// everything arrives, once and in order.
 func TestSlowAppDoesNotKillUpstream(t *testing.T) {
 	const (
 		count = 1000
@@ -272,6 +276,7 @@ func TestSlowAppDoesNotKillUpstream(t *testing.T) {
 	)
 	up := newUpstream(t, upstreamConfig{})
 	e := newTether(t, up.srv.URL(), nil)
+	baseHeap := liveHeap()
 	paused := make(chan struct{})
 	a := dialApp(t, e.url, appOptions{paused: paused})
 	c := up.nextConn(t)
@@ -301,6 +306,18 @@ func TestSlowAppDoesNotKillUpstream(t *testing.T) {
 			"backpressure was not exercised", err)
 	default:
 	}
+	const buffer, message = 1 << 20, size + 4 // baseOptions' DownstreamBufferBytes; "999|" + padding
+	queued := e.srv.AppQueuedBytes()
+	if len(queued) != 1 || queued[0] > buffer+message || queued[0] < buffer-message {
+		t.Errorf("bytes queued towards the paused app: %v, want one session with about DownstreamBufferBytes (%d)",
+			queued, buffer)
+	}
+	grown := liveHeap() - baseHeap
+	t.Logf("paused app: %v bytes queued towards it, live heap +%d bytes, %d bytes offered", queued, grown, count*size)
+	if grown > count*size/4 {
+		t.Errorf("live heap grew by %d bytes while the app was paused, want under a quarter of the %d offered",
+			grown, count*size)
+	}
 	close(paused)
 	for i := range count {
 		m := a.next(t)
@@ -315,4 +332,12 @@ func TestSlowAppDoesNotKillUpstream(t *testing.T) {
 		t.Errorf("upstream saw %d handshakes, want 1", n)
 	}
 	a.expectOpen(t)
+}
+
+// liveHeap is the heap still referenced after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

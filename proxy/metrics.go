@@ -47,14 +47,37 @@ const (
 	DirectionUpstreamToApp = "upstream_to_app"
 )
 
+// Gap outcomes (Metrics.Gap), DESIGN.md "Sequences and gap filling": filled
+// (by the live stream, a resumed replay or TETHER_GAPFILL_URL), resync (a
+// snapshot reset the stream), or what TETHER_GAP_POLICY did with a gap not
+// filled in time: closed, skipped, notified.
+const (
+	GapFilled   = "filled"
+	GapResync   = "resync"
+	GapClosed   = "closed"
+	GapSkipped  = "skipped"
+	GapNotified = "notified"
+)
+
+// Recovery methods (Metrics.Recovered): how a stream was made whole after a
+// reconnect or a gap.
+const (
+	RecoveryResume = "resume" // the server replayed after the last number, asked by TETHER_RESUME_MESSAGE
+	RecoveryHTTP   = "http"   // TETHER_GAPFILL_URL filled the gap
+	RecoveryResync = "resync" // the server sent a snapshot instead
+)
+
 // Why an app handshake did not complete (Metrics.HandshakeRejected).
 const (
 	RejectMaxSessions       = "max_sessions"       // TETHER_MAX_SESSIONS reached: 503
 	RejectDraining          = "draining"           // shutting down: 503
 	RejectUpstreamPermanent = "upstream_permanent" // the first dial failed for good: 502
 	RejectBadRequest        = "bad_request"        // not a valid WebSocket upgrade: 4xx
-	RejectTimeout           = "timeout"            // handshake not read within HandshakeTimeout+AcceptWait
+	RejectTimeout           = "timeout"            // handshake request not read within HandshakeTimeout
 	RejectAborted           = "aborted"            // the app's connection failed mid-handshake
+	RejectOrigin            = "origin"             // Origin not in TETHER_ALLOWED_ORIGINS: 403
+	RejectHost              = "host"               // Host not loopback or the listen host (DNS rebinding): 403
+	RejectHeadersTooLarge   = "headers_too_large"  // handshake request over 16 KiB: 431
 )
 
 // nopMetrics counts nothing: the Metrics of a Server whose Options have none.

@@ -26,16 +26,17 @@ type restoreStep struct {
 // restoreRun is one Restore: its snapshot and what it sent.
 type restoreRun struct {
 	snapshot
-	purged                              int // queued copies the snapshot made redundant
-	authSent, replayed, flushed, resent int
+	purged                                       int // queued copies the snapshot made redundant
+	authSent, resumed, replayed, flushed, resent int
 }
 
 // restoreSteps are the stages of DESIGN.md "Restoring the application", in
-// the order the server must see them. A new stage (the resume message comes
-// after the login and before the subscriptions) is one more entry here.
+// the order the server must see them: the resume message asks for what the
+// outage cost before the subscriptions bring new traffic.
 func (sess *Session) restoreSteps() []restoreStep {
 	return []restoreStep{
 		{"login", sess.restoreAuth},
+		{"resume", sess.restoreResume},
 		{"replay log", sess.restoreReplay},
 		{"outbox", sess.restoreOutbox},
 		{"unacknowledged", sess.restoreUnacked},
@@ -63,7 +64,8 @@ func (sess *Session) Restore(ctx context.Context, c *upstream.Conn) error {
 	}
 	sess.countRestore(r, true)
 	sess.log.Info("session restored", zap.Uint64("gen", c.Gen()), zap.Int("auth_sent", r.authSent),
-		zap.Int("replayed", r.replayed), zap.Int("outbox_flushed", r.flushed), zap.Int("unacked_resent", r.resent))
+		zap.Int("resumed", r.resumed), zap.Int("replayed", r.replayed), zap.Int("outbox_flushed", r.flushed),
+		zap.Int("unacked_resent", r.resent))
 	return nil
 }
 

@@ -38,6 +38,9 @@ type Rules struct {
 	// reconnect until then.
 	AckIDPath rules.Path
 	AckMatch  *rules.Matcher
+	// Sequences number upstream messages, resume streams on reconnect and
+	// fill gaps (sequence.go).
+	Sequences Sequences
 }
 
 // ruleSet is a Server's Rules with what each message direction needs
@@ -46,8 +49,9 @@ type Rules struct {
 type ruleSet struct {
 	Rules
 	app      bool // some rule reads app messages
-	upstream bool // some rule reads upstream messages
+	upstream bool // some hiding rule reads upstream messages
 	acks     bool // acknowledged sends are on
+	seq      seqRules
 }
 
 func newRuleSet(r Rules) ruleSet {
@@ -57,6 +61,7 @@ func newRuleSet(r Rules) ruleSet {
 		app:      r.AuthMatch != nil || r.SubscribeMatch != nil || r.UnsubscribeMatch != nil || acks,
 		upstream: r.AuthOKMatch != nil || r.HideOnReconnectMatch != nil || isSet(r.ReplyIDPath) || acks,
 		acks:     acks,
+		seq:      newSeqRules(r.Sequences),
 	}
 }
 

@@ -33,6 +33,18 @@ type Options struct {
 	Logger                *zap.Logger
 	Rules                 Rules   // restoring the app on new connections (rules.go)
 	Metrics               Metrics // nil: nothing is counted
+
+	// AllowedOrigins are the Origin header values an app's handshake may
+	// carry (TETHER_ALLOWED_ORIGINS), each scheme://host[:port], compared
+	// after NormalizeOrigin; AnyOrigin allows any. A handshake without Origin
+	// (a native app) is always accepted; one with another Origin (a web page)
+	// is refused with 403. None by default: pages on localhost are foreign too.
+	AllowedOrigins []string
+	// AllowedHosts are Host names accepted besides loopback names
+	// (localhost, *.localhost, 127.0.0.0/8, ::1) and the IP address the app
+	// connected to: the host of TETHER_LISTEN when it is a name. Any other
+	// Host is refused with 403 (DNS rebinding).
+	AllowedHosts []string
 }
 
 // DefaultHandshakeTimeout bounds reading an app's handshake request, so a client
@@ -48,6 +60,7 @@ type Server struct {
 	cancel context.CancelFunc
 	nextID atomic.Uint64
 	rules  ruleSet       // Options.Rules, compiled
+	guard  *browserGuard // Options.AllowedOrigins and AllowedHosts, compiled
 	totals restoreTotals // RestoreCounters
 
 	mu        sync.Mutex
@@ -71,6 +84,10 @@ func New(opts Options) (*Server, error) {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	guard, err := newBrowserGuard(opts.AllowedOrigins, opts.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -80,7 +97,7 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: newRuleSet(opts.Rules),
+		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: newRuleSet(opts.Rules), guard: guard,
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*Session]struct{}{},
 	}, nil

@@ -34,6 +34,7 @@ type Session struct {
 	live    *upstream.Conn // restored connection taking direct sends; nil while down
 	outbox  *buffer.Outbox
 	restore restoreState // login, subscriptions, acks and replies (state.go)
+	seq     seqState     // sequence numbers, gaps, resume (seqstate.go); its turn is taken before mu
 
 	appProtocol   string // subprotocol the app was accepted with
 	protocolKnown bool   // appProtocol is set
@@ -46,7 +47,7 @@ func (s *Server) newSession(nc net.Conn) *Session {
 	// log has caps of the same size, counted separately.
 	budget := buffer.NewBudget(s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes)
 	st := newRestoreState(&s.rules, s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes, budget, s.opts.OutboxOverflow)
-	return &Session{
+	sess := &Session{
 		id:       id,
 		srv:      s,
 		log:      s.log.With(zap.Uint64("session", id)),
@@ -56,6 +57,10 @@ func (s *Server) newSession(nc net.Conn) *Session {
 		outbox:   buffer.NewSharedOutbox(budget, st.pending, s.opts.OutboxOverflow),
 		restore:  st,
 	}
+	if s.rules.seq.on {
+		sess.seq.init(s.rules.seq.HoldMaxBytes)
+	}
+	return sess
 }
 
 // startClient creates and starts the session's upstream client.
@@ -85,6 +90,7 @@ func (sess *Session) serve() {
 	sess.readApp()
 	sess.cancel()
 	sess.client.Close() // closes the live upstream connection with 1000
+	sess.stopSequencing()
 	<-watched
 	sess.app.Close(ws.StatusNormalClosure, "")
 	<-sess.app.Done()

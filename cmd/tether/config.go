@@ -21,6 +21,8 @@ import (
 
 	"github.com/tetherproxy/tether/buffer"
 	"github.com/tetherproxy/tether/internal/rules"
+	"github.com/tetherproxy/tether/internal/template"
+	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream"
 )
 
@@ -57,6 +59,14 @@ type Config struct {
 	// out of its Services, although its app keeps its socket (README "Health
 	// and readiness").
 	ReadyRequiresUpstream bool `env:"READY_REQUIRES_UPSTREAM" envDefault:"false" help:"when true, /readyz also needs a successful upstream probe dial (cached for 5s)"`
+
+	// AllowedOrigins lists the web pages allowed to connect, by the Origin
+	// header of their handshake: comma-separated exact origins such as
+	// http://localhost:3000 (scheme and host compared case-insensitively,
+	// default ports dropped); "*" alone allows any. Default none: handshakes
+	// without Origin (native apps) are accepted, any other Origin is refused
+	// with 403, pages served from localhost included (README "Security").
+	AllowedOrigins originList `env:"ALLOWED_ORIGINS" help:"origins of web pages allowed to connect, comma-separated (http://localhost:3000), or * for any; native apps send none and are always accepted"`
 
 	// UpstreamHeaders are static request headers for every upstream dial:
 	// "Name: value" entries separated by newlines, or on one line by commas that
@@ -185,6 +195,58 @@ type Config struct {
 	// unset.
 	AckMatch *rules.Matcher `env:"ACK_MATCH" help:"upstream message pattern of acknowledgements, carrying the id at TETHER_ACK_ID_PATH"`
 
+	// SessionMatch matches the upstream message carrying the server's
+	// session id (a welcome), read at SessionPath: .Session in ResumeMessage
+	// and GapFillURL. Needs SessionPath. Default unset.
+	SessionMatch *rules.Matcher `env:"SESSION_MATCH" help:"upstream message pattern carrying the server's session id (at TETHER_SESSION_PATH)"`
+
+	// SessionPath is the path of the session id in messages matching
+	// SessionMatch. Needs SessionMatch. Default unset.
+	SessionPath rules.Path `env:"SESSION_PATH" help:"path of the session id in messages matching TETHER_SESSION_MATCH"`
+
+	// ResumeMessage is a template sent after the login on every reconnect,
+	// rendered with .Session, .LastSeq and .Stream, once per known stream
+	// when StreamPath is set. Needs SeqPath. Default unset.
+	ResumeMessage template.ResumeMessage `env:"RESUME_MESSAGE" help:"message template sent after the login on every reconnect, with .Session .LastSeq .Stream (once per stream)"`
+
+	// SeqPath is the path of the integer sequence number of upstream
+	// messages: duplicates are dropped, successors of a gap held until it is
+	// filled. Default unset: nothing is sequenced.
+	SeqPath rules.Path `env:"SEQ_PATH" help:"path of the sequence number of upstream messages; duplicates are dropped, gaps held and filled"`
+
+	// StreamPath is the path of the stream each number belongs to; streams
+	// are sequenced apart. Needs SeqPath. Default unset: one stream.
+	StreamPath rules.Path `env:"STREAM_PATH" help:"path of the stream each sequence number belongs to; unset, all share one"`
+
+	// ResyncMatch matches an upstream message (a snapshot, a welcome with
+	// resync:true) that resets its stream to the number at ResyncSeqPath.
+	// Needs SeqPath and ResyncSeqPath. Default unset.
+	ResyncMatch *rules.Matcher `env:"RESYNC_MATCH" help:"upstream message pattern (a snapshot) that resets its stream to the number at TETHER_RESYNC_SEQ_PATH"`
+
+	// ResyncSeqPath is the path of the number a ResyncMatch message resets
+	// its stream to. Needs ResyncMatch. Default unset.
+	ResyncSeqPath rules.Path `env:"RESYNC_SEQ_PATH" help:"path of the number a TETHER_RESYNC_MATCH message resets its stream to"`
+
+	// GapFillURL is an http(s) URL template with .Stream, .From, .To and
+	// .Session, answered with a JSON array or NDJSON of the missing
+	// messages; requested with the upstream's headers, token and TLS. Needs
+	// SeqPath. Default unset.
+	GapFillURL template.GapFillURL `env:"GAPFILL_URL" help:"HTTP catch-up URL template with .Stream .From .To .Session, answered with a JSON array or NDJSON of messages"`
+
+	// GapTimeout is how long a gap may wait to be filled. Default 5s.
+	GapTimeout time.Duration `env:"GAP_TIMEOUT" envDefault:"5s" help:"how long a sequence gap may wait to be filled before TETHER_GAP_POLICY applies"`
+
+	// GapPolicy is close (the app, with 1011), skip or notify. Default close.
+	GapPolicy proxy.GapPolicy `env:"GAP_POLICY" envDefault:"close" help:"for a gap not filled in time: close (the app, with 1011), skip, or notify (TETHER_GAP_NOTICE)"`
+
+	// GapNotice is the message template, with .Stream, .From, .To and
+	// .Session, injected under GapPolicy notify. Required then. Default unset.
+	GapNotice template.GapNotice `env:"GAP_NOTICE" help:"message template sent to the app for a gap given up under TETHER_GAP_POLICY=notify, with .Stream .From .To"`
+
+	// HoldMaxBytes bounds the messages held behind gaps per session; one
+	// that does not fit gets the gap policy at once. Default 8MiB.
+	HoldMaxBytes ByteSize `env:"HOLD_MAX_BYTES" envDefault:"8MiB" help:"most bytes of upstream messages held behind sequence gaps per session"`
+
 	// OutboxMaxMessages caps messages queued per session while upstream is
 	// down. Default 10000.
 	OutboxMaxMessages int `env:"OUTBOX_MAX_MESSAGES" envDefault:"10000" help:"most app messages queued per session while the upstream is down"`
@@ -238,7 +300,11 @@ type problem struct {
 	related []string
 }
 
-func (p *problem) Error() string { return p.name + ": " + p.msg }
+// Error is one line whatever the message quotes (a regexp error quotes the
+// pattern raw, newlines included): the report lists one problem per line.
+func (p *problem) Error() string { return p.name + ": " + lineBreaks.Replace(p.msg) }
+
+var lineBreaks = strings.NewReplacer("\r", `\r`, "\n", `\n`)
 
 func newProblem(name, format string, args ...any) error {
 	return &problem{name: name, msg: fmt.Sprintf(format, args...)}
@@ -478,6 +544,7 @@ func (c Config) Validate() error {
 		c.validateCodes(),
 		c.validateHeartbeat(),
 		c.validateRestoreRules(),
+		c.validateSequences(),
 		c.validateOutbox(),
 		c.validateLimits(),
 		c.validateLogging(),
@@ -648,6 +715,58 @@ func (c Config) validateRestoreRules() error {
 		needs("TETHER_ACK_ID_PATH", "TETHER_ACK_MATCH"),
 		needs("TETHER_ACK_MATCH", "TETHER_ACK_ID_PATH"),
 	)
+}
+
+// validateSequences refuses sequence settings that could never take effect
+// and those that contradict each other, naming the variable to add or drop.
+func (c Config) validateSequences() error {
+	set := map[string]bool{
+		"TETHER_SESSION_MATCH":   c.SessionMatch != nil,
+		"TETHER_SESSION_PATH":    c.SessionPath.String() != "",
+		"TETHER_RESUME_MESSAGE":  c.ResumeMessage.IsSet(),
+		"TETHER_SEQ_PATH":        c.SeqPath.String() != "",
+		"TETHER_STREAM_PATH":     c.StreamPath.String() != "",
+		"TETHER_RESYNC_MATCH":    c.ResyncMatch != nil,
+		"TETHER_RESYNC_SEQ_PATH": c.ResyncSeqPath.String() != "",
+		"TETHER_GAPFILL_URL":     c.GapFillURL.IsSet(),
+		"TETHER_GAP_NOTICE":      c.GapNotice.IsSet(),
+	}
+	needs := func(name string, others ...string) error {
+		if !set[name] || slices.ContainsFunc(others, func(o string) bool { return set[o] }) {
+			return nil
+		}
+		return &problem{name: name, msg: "needs " + strings.Join(others, " or "), related: others}
+	}
+	return errors.Join(
+		needs("TETHER_SESSION_MATCH", "TETHER_SESSION_PATH"),
+		needs("TETHER_SESSION_PATH", "TETHER_SESSION_MATCH"),
+		needs("TETHER_SESSION_MATCH", "TETHER_RESUME_MESSAGE", "TETHER_GAPFILL_URL"),
+		needs("TETHER_RESUME_MESSAGE", "TETHER_SEQ_PATH"),
+		needs("TETHER_STREAM_PATH", "TETHER_SEQ_PATH"),
+		needs("TETHER_RESYNC_MATCH", "TETHER_SEQ_PATH"),
+		needs("TETHER_RESYNC_MATCH", "TETHER_RESYNC_SEQ_PATH"),
+		needs("TETHER_RESYNC_SEQ_PATH", "TETHER_RESYNC_MATCH"),
+		needs("TETHER_GAPFILL_URL", "TETHER_SEQ_PATH"),
+		needs("TETHER_GAP_NOTICE", "TETHER_SEQ_PATH"),
+		c.validateGapPolicy(),
+		durationAbove("TETHER_GAP_TIMEOUT", c.GapTimeout),
+		sizeAbove0("TETHER_HOLD_MAX_BYTES", c.HoldMaxBytes),
+	)
+}
+
+// validateGapPolicy ties TETHER_GAP_NOTICE to the notify policy, both ways:
+// notify without a notice has nothing to send, and a notice under another
+// policy would never be sent.
+func (c Config) validateGapPolicy() error {
+	switch {
+	case c.GapPolicy == proxy.GapNotify && !c.GapNotice.IsSet():
+		return &problem{name: "TETHER_GAP_NOTICE", msg: "required when TETHER_GAP_POLICY=notify",
+			related: []string{"TETHER_GAP_POLICY"}}
+	case c.GapPolicy != proxy.GapNotify && c.GapNotice.IsSet():
+		return &problem{name: "TETHER_GAP_NOTICE", msg: fmt.Sprintf("only sent with TETHER_GAP_POLICY=notify, got %q", c.GapPolicy),
+			related: []string{"TETHER_GAP_POLICY"}}
+	}
+	return nil
 }
 
 func (c Config) validateOutbox() error {

@@ -34,10 +34,13 @@ func TestDemoRuns(t *testing.T) {
 		"seed 1 ",
 		"  fault   ",                       // at least one fault was injected
 		"tether  upstream back on retry #", // and tether reconnected
-		// and restored the client's subscription, hiding the repeats
-		"session restored on the new connection: subscriptions replayed: 1",
-		"1 hello and 1 subscription answer from the feed",
+		// and restored the client's subscription after asking the feed to
+		// resume, hiding the repeats
+		"session restored on the new connection: resume sent (after the client's last event), subscriptions replayed: 1",
+		"the feed resumed the stream where the client left it",
+		"1 welcome and 1 subscription answer from the feed",
 		"closes: 0",
+		"every event reached the client once and in order",
 		"summary after",
 	} {
 		if !strings.Contains(s, want) {
@@ -49,6 +52,39 @@ func TestDemoRuns(t *testing.T) {
 	}
 	if errOut.Len() > 0 {
 		t.Errorf("stderr not empty:\n%s", errOut.String())
+	}
+}
+
+// With seed 4 the first fault is a hiccup: the feed drops events on the
+// live connection and repeats two. The narration shows tether filling the
+// gap over HTTP and dropping the duplicates, and the summary counts both.
+func TestDemoFillsGapsAndDropsDuplicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for 4s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"demo", "-duration", "4s", "-fault-every", "1s", "-seed", "4"}
+	if err := run(ctx, args, map[string]string{}, &out, &errOut); err != nil {
+		t.Fatalf("run = %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"fault   hiccup: the feed drops the next 3 events",
+		"in the stream: holding what follows, fetching the missing events over HTTP",
+		"filled over HTTP in ",
+		"tether  dropped 2 duplicate events the client already has",
+		" filled, 0 given up, ",
+		"hiccups dropped 3 and repeated 2",
+		"every event reached the client once and in order",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "!!!") {
+		t.Errorf("output reports a failure:\n%s", s)
 	}
 }
 

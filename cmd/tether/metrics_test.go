@@ -205,7 +205,8 @@ func TestProxyLabelsMatchMetrics(t *testing.T) {
 	r := startProxy(t, map[string]string{"TETHER_UPSTREAM_URL": up.URL()})
 	m := scrape(t, r.adminURL)
 	for _, reason := range []string{proxy.RejectMaxSessions, proxy.RejectDraining, proxy.RejectUpstreamPermanent,
-		proxy.RejectBadRequest, proxy.RejectTimeout, proxy.RejectAborted} {
+		proxy.RejectBadRequest, proxy.RejectTimeout, proxy.RejectAborted,
+		proxy.RejectOrigin, proxy.RejectHost, proxy.RejectHeadersTooLarge} {
 		if _, ok := sample(m, "tether_app_handshake_rejections_total", map[string]string{"reason": reason}); !ok {
 			t.Errorf("rejection reason %q is not pre-created by internal/metrics", reason)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/gapfill"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream"
 )
@@ -40,6 +41,9 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 	if err != nil {
 		return &configError{Err: err}
 	}
+	if c := opts.Rules.Sequences.GapFill; c != nil {
+		defer c.Close() // after the drain: no session fetches any more
+	}
 	reg, m, err := newMetrics()
 	if err != nil {
 		return err
@@ -57,6 +61,9 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 	if !cfg.Listen.IsLoopback() {
 		log.Warn("TETHER_LISTEN is not a loopback address: any host that reaches it can use the upstream credentials",
 			zap.String("listen", string(cfg.Listen)))
+	}
+	if cfg.AllowedOrigins.allowsAny() {
+		log.Warn("TETHER_ALLOWED_ORIGINS=*: every web page the user opens can use the upstream credentials")
 	}
 	admin := newAdminServer(string(cfg.AdminListen), readiness(cfg, srv, opts.Upstream, log), metricsHandler(reg, log), log)
 	if cfg.AdminListen != "" {
@@ -132,6 +139,8 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 	if cfg.HeartbeatReplyMatch != nil {
 		up.HeartbeatReply = cfg.HeartbeatReplyMatch.Match
 	}
+	rules := restoreRules(cfg)
+	rules.Sequences = sequenceRules(cfg, up)
 	return proxy.Options{
 		Upstream:              up,
 		AcceptWait:            cfg.AcceptWait,
@@ -142,7 +151,9 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 		MaxMessageBytes:       int64(cfg.MaxMessageBytes),
 		DownstreamBufferBytes: int64(cfg.DownstreamBufferBytes),
 		Logger:                log.Named("proxy"),
-		Rules:                 restoreRules(cfg),
+		Rules:                 rules,
+		AllowedOrigins:        cfg.AllowedOrigins,
+		AllowedHosts:          cfg.Listen.allowedHosts(),
 	}, nil
 }
 
@@ -160,4 +171,35 @@ func restoreRules(cfg Config) proxy.Rules {
 		AckIDPath:            cfg.AckIDPath,
 		AckMatch:             cfg.AckMatch,
 	}
+}
+
+// sequenceRules maps the sequence variables onto the proxy's rules. With
+// TETHER_GAPFILL_URL set, the one HTTP client all sessions share fetches
+// with the upstream's credentials: its static headers, the token file
+// (re-read on every request) and its TLS settings; one request may take the
+// whole gap timeout.
+func sequenceRules(cfg Config, up upstream.Options) proxy.Sequences {
+	s := proxy.Sequences{
+		SessionMatch:  cfg.SessionMatch,
+		SessionPath:   cfg.SessionPath,
+		ResumeMessage: cfg.ResumeMessage,
+		SeqPath:       cfg.SeqPath,
+		StreamPath:    cfg.StreamPath,
+		ResyncMatch:   cfg.ResyncMatch,
+		ResyncSeqPath: cfg.ResyncSeqPath,
+		GapFillURL:    cfg.GapFillURL,
+		GapTimeout:    cfg.GapTimeout,
+		GapPolicy:     cfg.GapPolicy,
+		GapNotice:     cfg.GapNotice,
+		HoldMaxBytes:  int(cfg.HoldMaxBytes),
+	}
+	if cfg.GapFillURL.IsSet() {
+		s.GapFill = gapfill.NewClient(gapfill.Options{
+			Header:    up.Header.Clone(),
+			TokenFile: up.TokenFile,
+			TLS:       up.TLSConfig,
+			Timeout:   cfg.GapTimeout,
+		})
+	}
+	return s
 }

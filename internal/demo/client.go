@@ -34,7 +34,9 @@ const (
 // clientStats is what the client saw.
 type clientStats struct {
 	events, gaps, missed, duplicates, late int64
-	hellos, acks, other                    int64
+	snapshots                              int64 // the stream restarted from a snapshot
+	notices, announced                     int64 // gap notices, and the events they said were lost
+	welcomes, acks, other                  int64
 	closes                                 int    // socket closed by someone else
 	closedBy                               string // why, for the first such close
 }
@@ -57,7 +59,7 @@ type client struct {
 
 	mu    sync.Mutex
 	track tracker
-	stats clientStats // hellos, acks, other, closes, closedBy
+	stats clientStats // welcomes, acks, other, closes, closedBy
 }
 
 // dialClient connects to tether at url, sends the subscription and starts
@@ -102,6 +104,7 @@ func (c *client) Stats() clientStats {
 	s := c.stats
 	t := &c.track
 	s.events, s.gaps, s.missed, s.duplicates, s.late = t.events, t.gaps, t.missed, t.duplicates, t.late
+	s.snapshots, s.announced = t.snapshots, t.announced
 	return s
 }
 
@@ -218,41 +221,60 @@ func (c *client) lost(err error) {
 	c.narr.say(srcClient, "!!! %s. This naive client never reconnects; behind tether it should never have to. That is a tether bug.", err)
 }
 
+// feedMessage is the union of the feed's messages the client reads.
+type feedMessage struct {
+	T    string `json:"t"`
+	Seq  int64  `json:"seq"`
+	At   int64  `json:"at"`
+	From int64  `json:"from"`
+	To   int64  `json:"to"`
+}
+
 // message accounts for one message from tether.
 func (c *client) message(data []byte) {
-	var m struct {
-		T   string `json:"t"`
-		Seq int64  `json:"seq"`
-	}
+	var m feedMessage
 	_ = json.Unmarshal(data, &m) // anything unparsable counts as "other"
 	c.mu.Lock()
 	var o observation
 	switch m.T {
 	case "event":
 		o = c.track.observe(m.Seq)
-	case "hello":
-		c.stats.hellos++
+	case "snapshot":
+		o = c.track.resync(m.At)
+	case "gap":
+		o = c.track.announce(m.From, m.To)
+		c.stats.notices++
+	case "welcome":
+		c.stats.welcomes++
 	case "subscribed", "ack":
 		c.stats.acks++
 	default:
 		c.stats.other++
 	}
 	c.mu.Unlock()
-	if m.T == "event" {
-		c.narrateSeq(m.Seq, o)
-	}
+	c.narrate(m, o)
 }
 
-// narrateSeq tells what an event number revealed, when it is news.
-func (c *client) narrateSeq(seq int64, o observation) {
-	switch o.kind {
-	case seqGap:
-		c.narr.say(srcClient, "%s: %s lost while the upstream connection was down (gap filling: not yet enabled)",
+// narrate tells what a message revealed, when it is news. Behind tether a
+// gap, a duplicate or a late event is a bug: tether fills gaps, drops
+// duplicates and holds what comes early. A snapshot and an announced gap
+// are the feed's and tether's honest answers when history ran out.
+func (c *client) narrate(m feedMessage, o observation) {
+	switch {
+	case m.T == "snapshot" && o.gap.from > 0:
+		c.narr.say(srcClient, "snapshot at event %d: the feed could no longer replay events %d–%d, "+
+			"so the client takes its state from the snapshot and reads on from %d", m.At, o.gap.from, o.gap.to, m.At+1)
+	case m.T == "snapshot":
+		c.narr.say(srcClient, "snapshot at event %d: the client takes its state from it", m.At)
+	case m.T == "gap":
+		c.narr.say(srcClient, "tether says events %d–%d are lost for good (gap notice); the client reads on", m.From, m.To)
+	case o.kind == seqGap:
+		c.narr.say(srcClient, "!!! %s: %s missing without notice; tether should have filled it or said so",
 			gapName(o.gap), plural(o.gap.len(), "event", "events"))
-	case seqDuplicate:
-		c.narr.say(srcClient, "duplicate: event %d arrived again (after %d)", seq, o.last)
-	case seqLate:
-		c.narr.say(srcClient, "out of order: event %d arrived after %d", seq, o.last)
+	case o.kind == seqDuplicate:
+		c.narr.say(srcClient, "!!! duplicate: event %d arrived again (after %d)", m.Seq, o.last)
+	case o.kind == seqLate:
+		c.narr.say(srcClient, "!!! out of order: event %d arrived after %d", m.Seq, o.last)
 	}
 }
 

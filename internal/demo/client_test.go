@@ -16,7 +16,7 @@ func scriptedTether(t *testing.T, script func(c *upstreamtest.Conn)) (*upstreamt
 	t.Helper()
 	subs := make(chan string, 1)
 	srv, err := upstreamtest.NewServer(upstreamtest.Options{
-		Greeting: helloMessage,
+		Greeting: welcome("S", 0, false),
 		OnConn: func(c *upstreamtest.Conn) {
 			_, data, err := c.Read(c.Context())
 			if err != nil {
@@ -65,9 +65,9 @@ func TestClientAccountsForGapsDuplicatesAndLateEvents(t *testing.T) {
 	}
 	_, lines := out.waitFor(t, "out of order") // the last message's news
 	want := []string{
-		"client  gap 4–6: 3 events lost while the upstream connection was down (gap filling: not yet enabled)",
-		"client  duplicate: event 8 arrived again (after 8)",
-		"client  out of order: event 5 arrived after 8",
+		"client  !!! gap 4–6: 3 events missing without notice; tether should have filled it or said so",
+		"client  !!! duplicate: event 8 arrived again (after 8)",
+		"client  !!! out of order: event 5 arrived after 8",
 	}
 	for i, w := range want {
 		if i >= len(lines) || !strings.HasSuffix(strings.TrimSuffix(lines[i], "\n"), w) {
@@ -75,7 +75,46 @@ func TestClientAccountsForGapsDuplicatesAndLateEvents(t *testing.T) {
 		}
 	}
 	st := c.Stats()
-	wantSt := clientStats{events: 6, gaps: 1, missed: 2, duplicates: 1, late: 1, hellos: 1, acks: 1}
+	wantSt := clientStats{events: 6, gaps: 1, missed: 2, duplicates: 1, late: 1, welcomes: 1, acks: 1}
+	if st != wantSt {
+		t.Errorf("stats = %+v, want %+v", st, wantSt)
+	}
+}
+
+// A snapshot restarts the count at its number and a gap notice gives its
+// numbers up: neither is a gap the client must report, and both are told.
+func TestClientAcceptsSnapshotsAndGapNotices(t *testing.T) {
+	srv, _ := scriptedTether(t, func(c *upstreamtest.Conn) {
+		for _, m := range []string{
+			`{"t":"event","seq":1,"price":1.00}`,
+			`{"t":"event","seq":2,"price":1.00}`,
+			`{"t":"snapshot","at":40,"price":1.00}`,
+			`{"t":"event","seq":41,"price":1.00}`,
+			`{"t":"gap","from":42,"to":44}`,
+			`{"t":"event","seq":45,"price":1.00}`,
+			`{"t":"event","seq":46,"price":1.00}`,
+		} {
+			if c.Send(m) != nil {
+				return
+			}
+		}
+		<-c.Done()
+	})
+	out := newLineWriter()
+	c := dialTestClient(t, srv.URL(), out)
+	_, lines := out.waitFor(t, "gap notice")
+	want := []string{
+		"client  snapshot at event 40: the feed could no longer replay events 3–40, so the client takes its state from the snapshot and reads on from 41",
+		"client  tether says events 42–44 are lost for good (gap notice); the client reads on",
+	}
+	for i, w := range want {
+		if i >= len(lines) || !strings.HasSuffix(strings.TrimSuffix(lines[i], "\n"), w) {
+			t.Errorf("line %d = %q, want it to end with %q", i, lines[i:min(i+1, len(lines))], w)
+		}
+	}
+	eventually(t, func() bool { return c.Stats().events == 5 })
+	st := c.Stats()
+	wantSt := clientStats{events: 5, snapshots: 1, notices: 1, announced: 3, welcomes: 1}
 	if st != wantSt {
 		t.Errorf("stats = %+v, want %+v", st, wantSt)
 	}
@@ -129,4 +168,20 @@ func TestClientCloseIsNotCounted(t *testing.T) {
 		t.Errorf("closes = %d after the client's own close, want 0", st.closes)
 	}
 	c.Close() // idempotent
+}
+
+// eventually polls cond, for state another goroutine updates with no event
+// to wait on, bounded by testTimeout.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testTimeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("condition not met within %v", testTimeout)
+		}
+	}
 }

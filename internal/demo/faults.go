@@ -15,6 +15,10 @@ const (
 	restartDowntime = 1500 * time.Millisecond
 	// overloadRefusals is how many handshakes an overloaded feed refuses.
 	overloadRefusals = 2
+	// hiccupDrop and hiccupRepeat size a hiccup: events the live connection
+	// misses, then events it gets a second time.
+	hiccupDrop   = 3
+	hiccupRepeat = 2
 )
 
 // faultKind is one way the upstream breaks.
@@ -25,6 +29,7 @@ const (
 	faultHalfOpen                  // silence, no pongs, TCP left open
 	faultRestart                   // close 1012, then 502 for a while
 	faultOverload                  // close 1013, then 503 + Retry-After
+	faultHiccup                    // events dropped, then repeated, on a live connection
 	numFaultKinds
 )
 
@@ -33,6 +38,7 @@ var faultNames = [numFaultKinds]string{
 	faultHalfOpen: "half-open",
 	faultRestart:  "server restart",
 	faultOverload: "overload",
+	faultHiccup:   "hiccup",
 }
 
 // faultPlurals name several faults of a kind in the summary.
@@ -41,6 +47,7 @@ var faultPlurals = [numFaultKinds]string{
 	faultHalfOpen: "half-opens",
 	faultRestart:  "server restarts",
 	faultOverload: "overloads",
+	faultHiccup:   "hiccups",
 }
 
 func (k faultKind) String() string {
@@ -63,13 +70,16 @@ func (k faultKind) describe() string {
 	case faultOverload:
 		return fmt.Sprintf(`overload: the feed sheds the connection with 1013 "try again later" `+
 			`and refuses the next %d handshakes (HTTP 503, Retry-After: 1)`, overloadRefusals)
+	case faultHiccup:
+		return fmt.Sprintf("hiccup: the feed drops the next %d events on the live connection, then repeats %d it had sent",
+			hiccupDrop, hiccupRepeat)
 	}
 	return k.String()
 }
 
 // plan is the seeded fault sequence: which fault comes next and after how
 // long. The same seed gives the same sequence. Kinds are dealt from a
-// shuffled deck, so every kind shows up in each run of four faults: a short
+// shuffled deck, so every kind shows up in each run of five faults: a short
 // demo shows the whole repertoire instead of, by chance, three resets. Not
 // safe for concurrent use.
 type plan struct {
@@ -158,6 +168,8 @@ func (s *faults) inject(kind faultKind) {
 		applied = s.feed.restart(restartDowntime)
 	case faultOverload:
 		applied = s.feed.overload(overloadRefusals)
+	case faultHiccup:
+		applied = s.feed.glitch(hiccupDrop, hiccupRepeat)
 	}
 	if !applied {
 		s.narr.say(srcFault, "(the connection was already gone: nothing to break)")

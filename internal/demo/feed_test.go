@@ -2,8 +2,12 @@ package demo
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,30 +61,55 @@ func nextEvent(t *testing.T, p *peer) int64 {
 	}
 }
 
-func TestFeedHelloSubscribeAndNumbering(t *testing.T) {
+// feedWelcome is the feed's welcome.
+type feedWelcome struct {
+	T       string `json:"t"`
+	Session string `json:"session"`
+	Seq     int64  `json:"seq"`
+	Resync  bool   `json:"resync"`
+	At      int64  `json:"at"`
+}
+
+func decodeWelcome(t *testing.T, msg string) feedWelcome {
+	t.Helper()
+	var w feedWelcome
+	if err := json.Unmarshal([]byte(msg), &w); err != nil || (w.T != "welcome" && w.T != "snapshot") {
+		t.Fatalf("feed sent %q, want a welcome or a snapshot", msg)
+	}
+	return w
+}
+
+// The first subscription starts a session: a welcome with its id and seq
+// 0, the subscription's answer, then events numbered from 1.
+func TestFeedWelcomeSubscribeAndNumbering(t *testing.T) {
 	f := startTestFeed(t, 200, time.Now)
 	p, ref := dialPeer(t, f.URL())
 	if ref != nil {
 		t.Fatalf("refused: %+v", ref)
 	}
-	if got := p.text(); got != helloMessage {
-		t.Fatalf("first message = %q, want the hello", got)
-	}
 	p.send(ws.OpText, subMessage)
-	var want int64 = 1
-	subscribed := false
-	for want <= 10 || !subscribed {
-		e := decode(t, p.text())
-		switch e.T {
-		case "subscribed":
-			subscribed = e.Channel == "prices"
-		case "event":
-			if e.Seq != want || e.Price <= 0 {
-				t.Fatalf("event %+v, want seq %d with a price", e, want)
-			}
-			want++
+	w := decodeWelcome(t, p.text())
+	if w.Session == "" || w.Seq != 0 || w.Resync {
+		t.Fatalf("welcome %+v, want a session at seq 0 without resync", w)
+	}
+	if got := p.text(); got != `{"t":"subscribed","channel":"prices","id":1}` {
+		t.Fatalf("second message = %q, want the subscription's answer", got)
+	}
+	for want := int64(1); want <= 10; want++ {
+		e := decodeEvent(t, p.text())
+		if e.Seq != want || e.Price <= 0 {
+			t.Fatalf("event %+v, want seq %d with a price", e, want)
 		}
 	}
+}
+
+func decodeEvent(t *testing.T, msg string) event {
+	t.Helper()
+	e := decode(t, msg)
+	if e.T != "event" {
+		t.Fatalf("feed sent %q, want an event", msg)
+	}
+	return e
 }
 
 // dialSubscribed connects to the feed and subscribes.
@@ -94,9 +123,30 @@ func dialSubscribed(t *testing.T, f *feed) *peer {
 	return p
 }
 
-func TestFeedResetLeavesAGap(t *testing.T) {
+// dialResumed connects to the feed and resumes session after after.
+func dialResumed(t *testing.T, f *feed, session string, after int64) *peer {
+	t.Helper()
+	p, ref := dialPeer(t, f.URL())
+	if ref != nil {
+		t.Fatalf("refused: %+v", ref)
+	}
+	p.send(ws.OpText, fmt.Sprintf(`{"t":"resume","session":%q,"after":%d}`, session, after))
+	return p
+}
+
+// sessionOf reads a's welcome and returns its session.
+func sessionOf(t *testing.T, p *peer) string {
+	t.Helper()
+	return decodeWelcome(t, p.text()).Session
+}
+
+// A resume on a new connection is answered with a welcome at the number it
+// names and the events after it, then the live stream, without a gap or a
+// repeat: the session remembers its subscription.
+func TestFeedResumeReplays(t *testing.T) {
 	f := startTestFeed(t, 200, time.Now)
 	a := dialSubscribed(t, f)
+	session := sessionOf(t, a)
 	last := nextEvent(t, a)
 	if !f.reset() {
 		t.Fatal("reset() with a live connection = false")
@@ -104,23 +154,100 @@ func TestFeedResetLeavesAGap(t *testing.T) {
 	if f.reset() {
 		t.Error("reset() without a live connection = true")
 	}
-	for {
-		if _, err := a.frame(); err != nil {
-			break // the RST, after whatever was in flight
-		}
-	}
 	select {
 	case <-f.healthy():
 		t.Fatal("feed healthy with no connection")
 	default:
 	}
-	b := dialSubscribed(t, f)
-	if got := b.text(); got != helloMessage {
-		t.Fatalf("first message after reconnect = %q", got)
+	eventually(t, func() bool { return f.Stats().published > last+5 }) // events to replay
+	b := dialResumed(t, f, session, last)
+	if w := decodeWelcome(t, b.text()); w.Session != session || w.Seq != last || w.Resync {
+		t.Fatalf("welcome %+v, want session %s at %d without resync", w, session, last)
 	}
 	waitHealthy(t, f)
-	if seq := nextEvent(t, b); seq <= last {
-		t.Errorf("numbering restarted: %d after %d; the counter is global", seq, last)
+	for want := last + 1; want < last+40; want++ {
+		if e := decodeEvent(t, b.text()); e.Seq != want {
+			t.Fatalf("after resuming at %d: event %d, want %d", last, e.Seq, want)
+		}
+	}
+	if st := f.Stats(); st.replayed == 0 {
+		t.Errorf("stats %+v: nothing replayed", st)
+	}
+}
+
+// A resume the buffer no longer reaches back to is answered with a resync
+// welcome at the head and a snapshot; the stream goes on after it.
+func TestFeedResumeTooFarBackGetsSnapshot(t *testing.T) {
+	f, err := startFeed(feedOptions{rate: 200, keep: 5, rng: rand.New(rand.NewPCG(1, 2)), now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	a := dialSubscribed(t, f)
+	session := sessionOf(t, a)
+	for nextEvent(t, a) < 20 {
+	}
+	f.reset()
+	b := dialResumed(t, f, session, 1)
+	w := decodeWelcome(t, b.text())
+	snap := decodeWelcome(t, b.text())
+	if !w.Resync || snap.T != "snapshot" || snap.At != w.Seq || w.Seq < 20 {
+		t.Fatalf("answer %+v then %+v, want a resync welcome at the head and a snapshot there", w, snap)
+	}
+	if e := decodeEvent(t, b.text()); e.Seq != snap.At+1 {
+		t.Fatalf("event %d after a snapshot at %d", e.Seq, snap.At)
+	}
+	if st := f.Stats(); st.snapshots != 1 {
+		t.Errorf("snapshots = %d, want 1", st.snapshots)
+	}
+}
+
+// A hiccup drops events on the live connection, then sends the ones before
+// them again; HTTP catch-up serves the dropped ones.
+func TestFeedHiccupAndCatchUp(t *testing.T) {
+	f := startTestFeed(t, 200, time.Now)
+	a := dialSubscribed(t, f)
+	sessionOf(t, a)
+	before := nextEvent(t, a)
+	for before < 10 {
+		before = nextEvent(t, a)
+	}
+	if !f.glitch(3, 2) {
+		t.Fatal("glitch() with a streaming connection = false")
+	}
+	seqs := []int64{before}
+	for len(seqs) < 12 {
+		seqs = append(seqs, nextEvent(t, a))
+	}
+	// Events sent before the glitch may still be arriving: the repeat is
+	// where the numbers go back.
+	var jump int
+	for j := 1; j < len(seqs); j++ {
+		if seqs[j] < seqs[j-1] {
+			jump = j
+			break
+		}
+	}
+	if jump < 1 || jump+2 >= len(seqs) {
+		t.Fatalf("events after the glitch %v: no repeat", seqs)
+	}
+	last := seqs[jump-1]
+	want := []int64{last - 1, last, last + 4}
+	if got := seqs[jump : jump+3]; !slices.Equal(got, want) {
+		t.Fatalf("events after the glitch %v: after %d got %v, want %v (3 dropped, 2 repeated)", seqs, last, got, want)
+	}
+	resp, err := http.Get(f.CatchUpURL() + fmt.Sprintf("?from=%d&to=%d", last+1, last+3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if len(lines) != 3 || decode(t, lines[0]).Seq != last+1 || decode(t, lines[2]).Seq != last+3 {
+		t.Fatalf("catch-up of %d–%d answered %q", last+1, last+3, body)
+	}
+	if st := f.Stats(); st.dropped != 3 || st.repeated != 2 || st.served != 3 {
+		t.Errorf("stats %+v, want 3 dropped, 2 repeated, 3 served", st)
 	}
 }
 
@@ -177,8 +304,8 @@ func TestFeedStallIsHalfOpenUntilSuperseded(t *testing.T) {
 	}
 	a.send(ws.OpPing, "are you there")
 	b := dialSubscribed(t, f)
-	if got := b.text(); got != helloMessage {
-		t.Fatalf("new connection's first message = %q", got)
+	if got := b.text(); got != `{"t":"subscribed","channel":"prices","id":1}` {
+		t.Fatalf("new connection's first message = %q, want the subscription's answer", got)
 	}
 	// The new connection supersedes the stalled one, which the feed then
 	// closes without ever having read the ping.
@@ -194,22 +321,20 @@ func TestFeedStallIsHalfOpenUntilSuperseded(t *testing.T) {
 	nextEvent(t, b)
 }
 
-// Subscriptions belong to the connection: a new one gets its hello and no
-// event until it subscribes, and the subscription's answer carries the
+// A connection that neither subscribes nor resumes gets nothing: events
+// published meanwhile are only kept. Once it subscribes, the session's
+// existing stream goes on (no second welcome) and the answer carries the
 // request's id.
-func TestFeedForgetsSubscriptions(t *testing.T) {
+func TestFeedStreamsOnlyAfterSubscribeOrResume(t *testing.T) {
 	f := startTestFeed(t, 200, time.Now)
 	a := dialSubscribed(t, f)
-	nextEvent(t, a)
+	sessionOf(t, a)
+	last := nextEvent(t, a)
 	f.reset()
 	b, ref := dialPeer(t, f.URL())
 	if ref != nil {
 		t.Fatalf("refused: %+v", ref)
 	}
-	if got := b.text(); got != helloMessage {
-		t.Fatalf("first message = %q, want the hello", got)
-	}
-	// Let events come due while b has not subscribed: none may reach it.
 	published := f.Stats().published
 	deadline := time.Now().Add(testTimeout)
 	for f.Stats().published < published+10 {
@@ -224,18 +349,20 @@ func TestFeedForgetsSubscriptions(t *testing.T) {
 	}
 	b.send(ws.OpText, `{"t":"sub","channel":"prices","id":7}`)
 	if got := b.text(); got != `{"t":"subscribed","channel":"prices","id":7}` {
-		t.Fatalf("first message after the hello = %q, want the subscription's answer", got)
+		t.Fatalf("first message = %q, want the subscription's answer", got)
 	}
-	nextEvent(t, b)
+	if seq := nextEvent(t, b); seq <= last+10 {
+		t.Errorf("first event after subscribing again = %d, want one published after the %d kept meanwhile", seq, last+10)
+	}
 }
 
 func TestFeedDue(t *testing.T) {
 	clock := &manualClock{t: t0}
 	f := &feed{opts: feedOptions{rate: 20, now: clock.now}}
-	if from, to, _ := f.due(); from <= to {
-		t.Fatalf("due before any connection = %d..%d, want nothing", from, to)
+	if from, to := f.dueLocked(); from <= to {
+		t.Fatalf("due before any session = %d..%d, want nothing", from, to)
 	}
-	f.started, f.epoch = true, t0
+	f.session, f.epoch = "S", t0
 	steps := []struct {
 		advance  time.Duration
 		from, to int64
@@ -248,7 +375,7 @@ func TestFeedDue(t *testing.T) {
 	}
 	for i, s := range steps {
 		clock.add(s.advance)
-		if from, to, _ := f.due(); from != s.from || to != s.to {
+		if from, to := f.dueLocked(); from != s.from || to != s.to {
 			t.Errorf("step %d: due = %d..%d, want %d..%d", i, from, to, s.from, s.to)
 		}
 	}

@@ -83,6 +83,7 @@ type settings struct {
 	backoffCap    time.Duration
 	restartFloor  time.Duration
 	tryAgainFloor time.Duration
+	gapTimeout    time.Duration
 }
 
 var demoSettings = settings{
@@ -92,26 +93,44 @@ var demoSettings = settings{
 	backoffCap:    3 * time.Second,
 	restartFloor:  time.Second,
 	tryAgainFloor: time.Second,
+	gapTimeout:    2 * time.Second,
 }
 
-// confirmMatch confirms an upstream connection on the feed's hello, so the
-// backoff counter resets as soon as the feed proves it is serving.
-const confirmMatch = `{"t":"hello"}`
+// confirmMatch confirms an upstream connection on the feed's welcome, so
+// the backoff counter resets as soon as the feed proves it is serving.
+const confirmMatch = `{"t":"welcome"}`
 
-// The feed forgets subscriptions with each connection: tether logs the
-// client's subscription (keyed by channel) and replays it on every new one,
-// hides the answer to that replay (the client already has its own, matched
-// by request id) and every hello after the first.
+// tether logs the client's subscription (keyed by channel) and replays it
+// on every new connection, hides the answer to that replay (the client
+// already has its own, matched by request id) and every welcome after the
+// first.
 const (
 	subscribeMatch       = `{"t":"sub"}`
 	subscriptionKey      = "channel"
 	replyIDPath          = "id"
-	hideOnReconnectMatch = `{"t":"hello"}`
+	hideOnReconnectMatch = `{"t":"welcome"}`
+)
+
+// The feed numbers events within a session and keeps a few seconds of them:
+// tether sequences them (duplicates dropped, successors of a gap held),
+// asks the feed to resume after the last one on every new connection,
+// accepts a snapshot when the feed can no longer replay, and fetches what a
+// live connection missed over HTTP. This is DESIGN.md's resume-protocol
+// example, plus the catch-up endpoint.
+const (
+	sessionMatch  = `{"t":"welcome"}`
+	sessionPath   = "session"
+	resumeMessage = `{"t":"resume","session":{{json .Session}},"after":{{.LastSeq}}}`
+	seqPath       = "seq"
+	resyncMatch   = `{"t":"welcome","resync":true}`
+	gapPolicy     = "notify"
+	gapNotice     = `{"t":"gap","from":{{.From}},"to":{{.To}}}`
 )
 
 // tetherEnv is the configuration the demo's tether runs with, as the
-// TETHER_* variables an operator would set.
-func tetherEnv(upstreamURL string, s settings) map[string]string {
+// TETHER_* variables an operator would set. catchUpURL is the feed's HTTP
+// catch-up endpoint.
+func tetherEnv(upstreamURL, catchUpURL string, s settings) map[string]string {
 	return map[string]string{
 		"TETHER_UPSTREAM_URL":    upstreamURL,
 		"TETHER_LISTEN":          "127.0.0.1:0",
@@ -132,5 +151,16 @@ func tetherEnv(upstreamURL string, s settings) map[string]string {
 		"TETHER_SUBSCRIPTION_KEY":        subscriptionKey,
 		"TETHER_REPLY_ID_PATH":           replyIDPath,
 		"TETHER_HIDE_ON_RECONNECT_MATCH": hideOnReconnectMatch,
+
+		"TETHER_SESSION_MATCH":   sessionMatch,
+		"TETHER_SESSION_PATH":    sessionPath,
+		"TETHER_RESUME_MESSAGE":  resumeMessage,
+		"TETHER_SEQ_PATH":        seqPath,
+		"TETHER_RESYNC_MATCH":    resyncMatch,
+		"TETHER_RESYNC_SEQ_PATH": seqPath,
+		"TETHER_GAPFILL_URL":     catchUpURL + "?from={{.From}}&to={{.To}}",
+		"TETHER_GAP_TIMEOUT":     s.gapTimeout.String(),
+		"TETHER_GAP_POLICY":      gapPolicy,
+		"TETHER_GAP_NOTICE":      gapNotice,
 	}
 }

@@ -47,8 +47,9 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.feed = feed
 	defer feed.Close()
-	d.narr.say(srcFeed, "price feed up at %s: a hello on connect, then %d numbered events/s", feed.URL(), d.opts.Rate)
-	d.tether = startTether(ctx, d.opts.Tether, tetherEnv(feed.URL(), demoSettings), d.narr.logger())
+	d.narr.say(srcFeed, "price feed up at %s: a welcome with a session id, then %d numbered events/s; "+
+		"it keeps %ds of them for resumes and for HTTP catch-up at %s", feed.URL(), d.opts.Rate, replayWindow, feed.CatchUpURL())
+	d.tether = startTether(ctx, d.opts.Tether, tetherEnv(feed.URL(), feed.CatchUpURL(), demoSettings), d.narr.logger())
 	if err := d.connect(ctx); err != nil || d.client == nil {
 		serr := d.tether.shutdown()
 		if serr != nil && errors.Is(err, serr) {

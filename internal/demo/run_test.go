@@ -107,7 +107,16 @@ func TestRunPassesTheDemoConfiguration(t *testing.T) {
 		"TETHER_SUBSCRIBE_MATCH":         `{"t":"sub"}`,
 		"TETHER_SUBSCRIPTION_KEY":        "channel",
 		"TETHER_REPLY_ID_PATH":           "id",
-		"TETHER_HIDE_ON_RECONNECT_MATCH": `{"t":"hello"}`,
+		"TETHER_HIDE_ON_RECONNECT_MATCH": `{"t":"welcome"}`,
+
+		"TETHER_SESSION_MATCH":   `{"t":"welcome"}`,
+		"TETHER_SESSION_PATH":    "session",
+		"TETHER_RESUME_MESSAGE":  `{"t":"resume","session":{{json .Session}},"after":{{.LastSeq}}}`,
+		"TETHER_SEQ_PATH":        "seq",
+		"TETHER_RESYNC_MATCH":    `{"t":"welcome","resync":true}`,
+		"TETHER_RESYNC_SEQ_PATH": "seq",
+		"TETHER_GAP_TIMEOUT":     "2s",
+		"TETHER_GAP_POLICY":      "notify",
 	}
 	for k, v := range want {
 		if env[k] != v {
@@ -116,5 +125,8 @@ func TestRunPassesTheDemoConfiguration(t *testing.T) {
 	}
 	if !strings.HasPrefix(env["TETHER_UPSTREAM_URL"], "ws://127.0.0.1:") {
 		t.Errorf("TETHER_UPSTREAM_URL = %q, want the feed", env["TETHER_UPSTREAM_URL"])
+	}
+	if u := env["TETHER_GAPFILL_URL"]; !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/catchup?from={{.From}}&to={{.To}}") {
+		t.Errorf("TETHER_GAPFILL_URL = %q, want the feed's catch-up endpoint", u)
 	}
 }

@@ -97,6 +97,12 @@ type tetherStats struct {
 	replayed    int           // subscriptions tether replayed on new connections
 	longestDown time.Duration // longest loss → confirmation
 	gaveUp      bool          // tether stopped retrying (it never should here)
+
+	resumes    int // streams the feed resumed after their last number
+	resyncs    int // streams reset by a snapshot
+	gapsFilled int // gaps filled (over HTTP, by a resumed replay, or late on the connection)
+	gapsLost   int // gaps given up after the gap timeout
+	duplicates int // duplicates dropped
 }
 
 // story translates tether's log entries into narration and counts them. Not
@@ -133,6 +139,30 @@ func (s *story) line(e zapcore.Entry, f logFields) (string, bool) {
 		return fmt.Sprintf("the client closed its socket (%d); tether closes the upstream with 1000", code), true
 	case "session restored":
 		return s.restored(f)
+	case "gap opened":
+		return fmt.Sprintf("%s in the stream: holding what follows, fetching the missing events over HTTP",
+			gapRange(f)), true
+	case "gap filled":
+		return s.gapFilled(f), true
+	case "duplicates dropped":
+		n, _ := f.int("count")
+		s.stats.duplicates += int(n)
+		return fmt.Sprintf("dropped %s the client already has", plural(n, "duplicate event", "duplicate events")), true
+	case "stream resumed":
+		s.stats.resumes++
+		seq, _ := f.int("seq")
+		return fmt.Sprintf("the feed resumed the stream where the client left it: replay from event %s, nothing lost, nothing twice",
+			fmtCount(seq)), true
+	case "stream resynced":
+		s.stats.resyncs++
+		seq, _ := f.int("seq")
+		return fmt.Sprintf("the feed could not replay that far back and sent a snapshot at event %s: "+
+			"tether passes it on and restarts the count there", fmtCount(seq)), true
+	case "gap given up, app notified", "gap given up, skipped", "unrecoverable gap, closing app":
+		s.stats.gapsLost++
+		return fmt.Sprintf("!!! %s not filled within %s: %s", gapRange(f), fmtSetting(s.gapTimeout), e.Message), true
+	case "gap fetch failed":
+		return fmt.Sprintf("HTTP catch-up of %s failed: %s", gapRange(f), f.str("error")), true
 	case "shutting down":
 		return "shutting down", true
 	case "stopped":
@@ -218,7 +248,7 @@ func retryAfterNote(f logFields) string {
 func (s *story) confirmed(t time.Time, f logFields) string {
 	down, ok := f.dur("downtime")
 	if !ok {
-		return "upstream connected; the feed's hello confirmed it"
+		return "upstream connected; the feed's welcome confirmed it"
 	}
 	attempt, _ := f.int("attempt")
 	s.stats.reconnects++
@@ -237,14 +267,18 @@ func (s *story) confirmed(t time.Time, f logFields) string {
 // client as before. A first connection with nothing to restore is silent.
 func (s *story) restored(f logFields) (string, bool) {
 	auth, _ := f.int("auth_sent")
+	resumed, _ := f.int("resumed")
 	replayed, _ := f.int("replayed")
 	flushed, _ := f.int("outbox_flushed")
 	resent, _ := f.int("unacked_resent")
-	if auth+replayed+flushed+resent == 0 {
+	if auth+resumed+replayed+flushed+resent == 0 {
 		return "", false
 	}
 	s.stats.replayed += int(replayed)
 	parts := []string{fmt.Sprintf("subscriptions replayed: %d", replayed)}
+	if resumed > 0 {
+		parts = append([]string{"resume sent (after the client's last event)"}, parts...)
+	}
 	if auth > 0 {
 		parts = append([]string{"login re-sent"}, parts...)
 	}
@@ -255,6 +289,29 @@ func (s *story) restored(f logFields) (string, bool) {
 		parts = append(parts, fmt.Sprintf("unacknowledged messages re-sent: %d", resent))
 	}
 	return "session restored on the new connection: " + strings.Join(parts, ", "), true
+}
+
+// gapFilled narrates "gap filled": what filled it, and how long the held
+// events waited.
+func (s *story) gapFilled(f logFields) string {
+	s.stats.gapsFilled++
+	d, _ := f.dur("duration")
+	how := map[string]string{
+		"http":   "over HTTP",
+		"resume": "by the resumed replay",
+		"live":   "by late events on the connection",
+	}[f.str("method")]
+	if how == "" {
+		how = "by " + f.str("method")
+	}
+	return fmt.Sprintf("%s filled %s in %s: the held events follow, in order", gapRange(f), how, fmtDelay(d))
+}
+
+// gapRange prints an entry's gap_from and gap_to as "gap 412–414".
+func gapRange(f logFields) string {
+	from, _ := f.int("gap_from")
+	to, _ := f.int("gap_to")
+	return gapName(span{from, to})
 }
 
 // dialName names the dial that failed: the first one, or retry #n.

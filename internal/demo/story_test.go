@@ -134,7 +134,7 @@ func TestStoryLines(t *testing.T) {
 			log: func(l *zap.Logger) {
 				l.Info("upstream confirmed", zap.Uint64("gen", 1), zap.Int("attempt", 0))
 			},
-			want: "  12.3s  tether  upstream connected; the feed's hello confirmed it",
+			want: "  12.3s  tether  upstream connected; the feed's welcome confirmed it",
 		},
 		{
 			name: "subscription replayed",
@@ -161,6 +161,66 @@ func TestStoryLines(t *testing.T) {
 				l.Info("session restored", zap.Uint64("gen", 1), zap.Int("auth_sent", 0), zap.Int("replayed", 0),
 					zap.Int("outbox_flushed", 0), zap.Int("unacked_resent", 0))
 			},
+		},
+		{
+			name: "resume sent",
+			log: func(l *zap.Logger) {
+				l.Info("session restored", zap.Uint64("gen", 2), zap.Int("auth_sent", 0), zap.Int("resumed", 1),
+					zap.Int("replayed", 1), zap.Int("outbox_flushed", 0), zap.Int("unacked_resent", 0))
+			},
+			want: "  12.3s  tether  session restored on the new connection: resume sent (after the client's last event), " +
+				"subscriptions replayed: 1",
+			counts: tetherStats{replayed: 1},
+		},
+		{
+			name: "gap opened",
+			log: func(l *zap.Logger) {
+				l.Info("gap opened", zap.String("stream", ""), zap.Int64("gap_from", 412), zap.Int64("gap_to", 414))
+			},
+			want: "  12.3s  tether  gap 412–414 in the stream: holding what follows, fetching the missing events over HTTP",
+		},
+		{
+			name: "gap filled over HTTP",
+			log: func(l *zap.Logger) {
+				l.Info("gap filled", zap.String("stream", ""), zap.Int64("gap_from", 412), zap.Int64("gap_to", 414),
+					zap.String("method", "http"), zap.Duration("duration", 3*time.Millisecond))
+			},
+			want:   "  12.3s  tether  gap 412–414 filled over HTTP in 3ms: the held events follow, in order",
+			counts: tetherStats{gapsFilled: 1},
+		},
+		{
+			name: "duplicates dropped",
+			log: func(l *zap.Logger) {
+				l.Info("duplicates dropped", zap.Int("count", 3))
+			},
+			want:   "  12.3s  tether  dropped 3 duplicate events the client already has",
+			counts: tetherStats{duplicates: 3},
+		},
+		{
+			name: "stream resumed",
+			log: func(l *zap.Logger) {
+				l.Info("stream resumed", zap.String("stream", ""), zap.Int64("seq", 1235), zap.Uint64("gen", 3))
+			},
+			want:   "  12.3s  tether  the feed resumed the stream where the client left it: replay from event 1,235, nothing lost, nothing twice",
+			counts: tetherStats{resumes: 1},
+		},
+		{
+			name: "stream resynced",
+			log: func(l *zap.Logger) {
+				l.Info("stream resynced", zap.String("stream", ""), zap.Int64("seq", 2040), zap.Int("held_dropped", 0))
+			},
+			want: "  12.3s  tether  the feed could not replay that far back and sent a snapshot at event 2,040: " +
+				"tether passes it on and restarts the count there",
+			counts: tetherStats{resyncs: 1},
+		},
+		{
+			name: "gap given up",
+			log: func(l *zap.Logger) {
+				l.Warn("gap given up, app notified", zap.String("stream", ""), zap.Int64("gap_from", 7),
+					zap.Int64("gap_to", 7), zap.String("reason", "not filled within TETHER_GAP_TIMEOUT"))
+			},
+			want:   "  12.3s  tether  !!! gap 7 not filled within 2s: gap given up, app notified",
+			counts: tetherStats{gapsLost: 1},
 		},
 		{
 			name: "gave up",
@@ -278,6 +338,10 @@ func TestSummaryVerdict(t *testing.T) {
 		absent string
 	}{
 		{"survived", clientStats{events: 10}, "closes: 0, the client's one socket stayed open", "!!!"},
+		{"survived a snapshot", clientStats{events: 10, snapshots: 1},
+			"every event reached the client once and in order, from each snapshot on.", "!!!"},
+		{"saw a gap", clientStats{events: 10, gaps: 1, missed: 3},
+			"!!! the client saw 1 silent gap, 0 duplicates and 0 events out of order", "every event reached"},
 		{"closed", clientStats{closes: 1, closedBy: "tether closed the socket with 1001"},
 			"!!! closes: 1, the client's socket was closed (tether closed the socket with 1001)", "closes: 0"},
 	}
@@ -285,11 +349,13 @@ func TestSummaryVerdict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n, out := newTestNarrator(0, false)
 			n.summary(report{elapsed: 20 * time.Second, seed: 7, client: tc.client,
-				faults: [numFaultKinds]int{faultRestart: 1}, tether: tetherStats{losses: 1, reconnects: 1, replayed: 1, longestDown: time.Second}})
+				faults: [numFaultKinds]int{faultRestart: 1}, tether: tetherStats{losses: 1, reconnects: 1, replayed: 1,
+					longestDown: time.Second, resumes: 2, resyncs: 1, gapsFilled: 3, duplicates: 5}})
 			s := out.String()
 			for _, want := range []string{tc.want, "summary after 20.0s (seed 7)", "faults   1: 1 server restart",
 				"tether   1 upstream connection lost, 0 dials refused or failed, 1 reconnect, longest downtime 1.00s, 1 subscription replayed",
-				"tether replayed the subscription on every new connection", "not yet enabled in this release: gap filling"} {
+				"recovery 2 resumes, 1 snapshot, 3 gaps filled, 0 given up, 5 duplicates dropped",
+				"on every new connection tether asked the feed to resume after the client's last event"} {
 				if !strings.Contains(s, want) {
 					t.Errorf("summary lacks %q:\n%s", want, s)
 				}

@@ -21,6 +21,8 @@ const (
 	seqGap                      // beyond the successor: the span before it is missing
 	seqDuplicate                // seen before
 	seqLate                     // behind the last one, but never seen: out of order
+	seqResync                   // a snapshot: the stream goes on from its number
+	seqAnnounced                // a gap notice: numbers given up, and said so
 )
 
 // observation is what the tracker made of one number.
@@ -39,6 +41,7 @@ type tracker struct {
 	missing []span // sorted, disjoint, all below last
 
 	events, gaps, missed, duplicates, late int64
+	snapshots, announced                   int64
 }
 
 // observe accounts for one received sequence number.
@@ -110,4 +113,28 @@ func (t *tracker) fill(i int, seq int64) {
 		t.missing[i].to = seq - 1
 		t.missing = slices.Insert(t.missing, i+1, span{seq + 1, s.to})
 	}
+}
+
+// resync restarts the stream at a snapshot's number, as a careful app does:
+// the numbers between the last event and at are not missing, the snapshot
+// sums them up. gap reports them, when there are any.
+func (t *tracker) resync(at int64) observation {
+	o := observation{kind: seqResync, last: t.last}
+	if t.started && at > t.last {
+		o.gap = span{t.last + 1, at}
+	}
+	t.snapshots++
+	t.started, t.last = true, at
+	return o
+}
+
+// announce accounts for a gap notice: the numbers from to to are lost and
+// the app was told, so the event after them is the next one.
+func (t *tracker) announce(from, to int64) observation {
+	o := observation{kind: seqAnnounced, gap: span{from, to}, last: t.last}
+	if t.started && from == t.last+1 && to >= from {
+		t.last = to
+		t.announced += to - from + 1
+	}
+	return o
 }

@@ -20,7 +20,8 @@
 // while the upstream is away reaches the restarted one, an upstream close 1008
 // reaches the app with its code and reason, an app's close 1000 completes and
 // closes the upstream with 1000, and a browser-like handshake with an Origin
-// header is accepted.
+// header is accepted when TETHER_ALLOWED_ORIGINS lists it and refused with 403,
+// before any upstream dial, when it does not.
 //
 // Finding the peers: node must be on PATH and the ws package (8.x) in
 // testdata/node_modules, which git ignores; Python is

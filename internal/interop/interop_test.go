@@ -2,6 +2,7 @@ package interop
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -61,16 +62,27 @@ func TestCross(t *testing.T) {
 
 // TestBrowserOrigin: a browser sends an Origin header on every WebSocket
 // handshake. A Node ws app that does the same, as a page's script would, is
-// accepted and served like any other app. tether checks no origin yet
-// (DESIGN.md's TETHER_ALLOWED_ORIGINS is a later issue); once it does, this
-// test is the one that lists the origin it uses.
+// accepted and served like any other app when its origin is listed in
+// TETHER_ALLOWED_ORIGINS. A page on another origin, localhost included, is
+// refused with 403 before tether dials the upstream: the refused app offers a
+// subprotocol, so an upstream connection made for it would show in the
+// upstream's first connection event.
 func TestBrowserOrigin(t *testing.T) {
 	t.Parallel()
 	node := nodeWS(t)
 	up := startServer(t, node, 0)
-	tt := startTether(t, up.url())
+	tt := startTether(t, up.url(), "TETHER_ALLOWED_ORIGINS=http://localhost:3000")
+
+	foreign := startRefusedClient(t, node, tt.url(), dialOptions{origin: "http://localhost:8000", protocols: feedProtocols})
+	if !strings.Contains(foreign.Message, "403") {
+		t.Errorf("app on a foreign origin saw %s, want an HTTP 403 refusal", foreign)
+	}
+
 	app := startClient(t, node, tt.url(), dialOptions{origin: "http://localhost:3000"})
-	up.await(t, messageWait, "tether's upstream connection", is("connection"))
+	conn := up.await(t, messageWait, "tether's upstream connection", is("connection"))
+	if conn.Protocol != "" {
+		t.Errorf("upstream's first connection negotiated %q: it was made for the refused app", conn.Protocol)
+	}
 	echoText(t, app, "from a page on http://localhost:3000")
 	leaves(t, app, up)
 }

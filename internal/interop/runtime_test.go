@@ -171,6 +171,12 @@ type dialOptions struct {
 // startClient starts rt's client against url and waits for its socket to open.
 func startClient(t *testing.T, rt runtime, url string, o dialOptions) client {
 	t.Helper()
+	p := peer{startProc(t, rt.name+" client", rt.command(rt.client, o.args(url)...), false)}
+	return client{peer: p, open: p.await(t, startWait, "open", is("open"))}
+}
+
+// args are the client script's arguments.
+func (o dialOptions) args(url string) []string {
 	args := []string{"--url", url}
 	if len(o.protocols) > 0 {
 		args = append(args, "--protocols", strings.Join(o.protocols, ","))
@@ -178,6 +184,18 @@ func startClient(t *testing.T, rt runtime, url string, o dialOptions) client {
 	if o.origin != "" {
 		args = append(args, "--origin", o.origin)
 	}
-	p := peer{startProc(t, rt.name+" client", rt.command(rt.client, args...), false)}
-	return client{peer: p, open: p.await(t, startWait, "open", is("open"))}
+	return args
+}
+
+// startRefusedClient starts rt's client against url and returns the error
+// event it reports when its handshake is refused; an open socket fails the
+// test.
+func startRefusedClient(t *testing.T, rt runtime, url string, o dialOptions) event {
+	t.Helper()
+	p := peer{startProc(t, rt.name+" client", rt.command(rt.client, o.args(url)...), false)}
+	ev := p.next(t, startWait, "the refusal")
+	if ev.Event != "error" {
+		t.Fatalf("%s: %s, want its handshake refused (an error event)", p.name, ev)
+	}
+	return ev
 }

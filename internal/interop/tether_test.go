@@ -55,8 +55,8 @@ type tether struct {
 }
 
 // startTether runs the tether binary as the README shows, in front of
-// upstream, and waits until it listens.
-func startTether(t *testing.T, upstream string) tether {
+// upstream, with extra TETHER_*=value settings, and waits until it listens.
+func startTether(t *testing.T, upstream string, extra ...string) tether {
 	t.Helper()
 	bin, err := buildOnce()
 	if err != nil {
@@ -70,6 +70,7 @@ func startTether(t *testing.T, upstream string) tether {
 		"TETHER_BACKOFF_BASE=" + backoffBase.String(),
 		"TETHER_BACKOFF_CAP=" + backoffCap.String(),
 	}
+	cmd.Env = append(cmd.Env, extra...)
 	p := startProc(t, "tether", cmd, true)
 	started := awaitLog(t, p, startWait, "tether started")
 	return tether{addr: started.Listen, log: p}

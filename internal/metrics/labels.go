@@ -17,6 +17,7 @@ var (
 	// rejectionReasons are why an app's WebSocket handshake was refused.
 	rejectionReasons = []string{
 		"max_sessions", "draining", "upstream_permanent", "bad_request", "timeout", "aborted",
+		"origin", "host", "headers_too_large",
 	}
 )
 

@@ -117,7 +117,7 @@ func newCollectors() *Metrics {
 		}),
 		HandshakeRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_app_handshake_rejections_total",
-			Help: "App WebSocket handshakes refused, by reason: max_sessions, draining, upstream_permanent, bad_request, timeout, aborted.",
+			Help: "App WebSocket handshakes refused, by reason: max_sessions, draining, upstream_permanent, bad_request, timeout, aborted, origin, host, headers_too_large.",
 		}, []string{"reason"}),
 		HeldBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tether_held_bytes",

@@ -86,7 +86,7 @@ tether_build_info{version="v1.2.3"} 1
 	for name, n := range map[string]int{
 		"tether_upstream_dials_total":           14,
 		"tether_upstream_disconnects_total":     6, // every reason but close, code="none"
-		"tether_app_handshake_rejections_total": 6,
+		"tether_app_handshake_rejections_total": 9,
 		"tether_gaps_total":                     5,
 		"tether_recoveries_total":               3,
 		"tether_messages_total":                 2,
