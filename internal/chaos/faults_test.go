@@ -14,6 +14,7 @@ const (
 	faultBlackhole = "blackhole"
 	faultReset     = "reset"
 	faultSlice     = "slice"
+	faultBandwidth = "bandwidth"
 	faultClose1001 = "close 1001"
 	faultClose1012 = "close 1012"
 	faultRefuse503 = "handshake 503"
@@ -24,7 +25,7 @@ const (
 const blackholeMin = pingInterval + pingTimeout + 300*time.Millisecond
 
 var faultKinds = []string{
-	faultLatency, faultBlackhole, faultReset, faultSlice,
+	faultLatency, faultBlackhole, faultReset, faultSlice, faultBandwidth,
 	faultClose1001, faultClose1012, faultRefuse503,
 }
 
@@ -68,6 +69,7 @@ func (in *injector) stopAndHeal() (counts map[string]int, undetected int) {
 func (in *injector) heal() {
 	in.proxy.SetLatency(0)
 	in.proxy.SetSlice(0)
+	in.proxy.SetBandwidth(0)
 	in.proxy.Blackhole(false)
 	in.proxy.RefuseNew(false)
 	in.feed.refuseFor(0)
@@ -97,6 +99,11 @@ func (in *injector) apply(kind string) bool {
 		in.proxy.ResetAll()
 	case faultSlice:
 		in.proxy.SetSlice(1 + in.rng.IntN(16))
+		in.pause(in.between(300*time.Millisecond, time.Second))
+	case faultBandwidth:
+		// A thin link (8–64 KiB/s): the live stream fits, a resume's replay
+		// or a burst of acks queues behind it.
+		in.proxy.SetBandwidth(int64(8<<10 + in.rng.IntN(56<<10)))
 		in.pause(in.between(300*time.Millisecond, time.Second))
 	case faultClose1001:
 		return in.feed.closeLive(1001, "going away")

@@ -224,8 +224,12 @@ func logSummary(t *testing.T, faults map[string]int, l appLedger, fl feedLedger,
 	for _, id := range l.sent {
 		resent += max(fl.received[id]-1, 0)
 	}
+	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	if ms.HeapInuse > maxHeapInuse {
+		t.Errorf("heap in use after the soak: %d KiB, want at most %d KiB", ms.HeapInuse>>10, maxHeapInuse>>10)
+	}
 	t.Logf("faults: %d (%s); handshakes refused with 503: %d", total, formatCounts(faults), fl.refused)
 	t.Logf("reconnects: %d upstream losses, %d resumes answered, longest outage (loss → confirmed) %v, max catch-up %d events",
 		lost, fl.resumes, longest.Round(time.Millisecond), fl.maxReplay)
@@ -235,6 +239,11 @@ func logSummary(t *testing.T, faults map[string]int, l appLedger, fl feedLedger,
 		len(l.sent), len(fl.received), resent, len(l.acks), l.ended != "")
 	t.Logf("heap in use at the end: %d KiB", ms.HeapInuse>>10)
 }
+
+// maxHeapInuse bounds the heap after the soak: every buffer tether keeps is
+// capped by configuration (outbox, hold, downstream queue), so a soak of any
+// length must end well below it.
+const maxHeapInuse = 64 << 20
 
 func mustMatch(t *testing.T, pattern string) *rules.Matcher {
 	t.Helper()

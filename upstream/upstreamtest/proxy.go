@@ -21,6 +21,7 @@ type FaultProxy struct {
 	cancel context.CancelFunc
 
 	latency atomic.Int64 // time.Duration
+	rate    atomic.Int64 // bytes per second per direction; 0 = unlimited
 	slice   atomic.Int64
 	refuse  atomic.Bool
 
@@ -71,6 +72,10 @@ func (p *FaultProxy) URL() string { return "ws://" + p.Addr() + "/" }
 // off. Each direction forwards one chunk (up to 32 KiB, as read) at a time,
 // so latency also caps throughput, which is fine for tests.
 func (p *FaultProxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// SetBandwidth limits each direction of every link to about bytesPerSec:
+// each write waits the time its bytes take at that rate. 0 turns it off.
+func (p *FaultProxy) SetBandwidth(bytesPerSec int64) { p.rate.Store(bytesPerSec) }
 
 // SetSlice makes the proxy forward at most n bytes per Write, so frames
 // straddle TCP segments. n <= 0 turns slicing off.

@@ -133,6 +133,9 @@ func (p *FaultProxy) forward(l *link, dst net.Conn, chunk []byte) bool {
 		if slice > 0 && n > slice {
 			n = slice
 		}
+		if rate := p.rate.Load(); rate > 0 && !waitFor(time.Duration(int64(n)*int64(time.Second)/rate), l.done) {
+			return false
+		}
 		if _, err := dst.Write(chunk[:n]); err != nil {
 			// The destination is gone (RST or closed): abort both sides
 			// the way a direct connection would have failed.

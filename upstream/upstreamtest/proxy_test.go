@@ -236,6 +236,23 @@ func TestProxyLatency(t *testing.T) {
 	cl.roundTrip("fast again")
 }
 
+// TestProxyBandwidth: a 64 KiB message through a 256 KiB/s link takes at
+// least a quarter second each way, and arrives whole.
+func TestProxyBandwidth(t *testing.T) {
+	const rate = 256 << 10
+	_, p := echoThroughProxy(t, Options{})
+	cl := dial(t, p.URL(), ws.Dialer{})
+	p.SetBandwidth(rate)
+	msg := strings.Repeat("b", 64<<10)
+	start := time.Now()
+	cl.roundTrip(msg)
+	if rtt, least := time.Since(start), 2*time.Second*time.Duration(len(msg))/rate; rtt < least {
+		t.Errorf("round trip of %d bytes %v, want at least %v at %d B/s", len(msg), rtt, least, rate)
+	}
+	p.SetBandwidth(0)
+	cl.roundTrip("fast again")
+}
+
 func TestProxyCloseEndsEverything(t *testing.T) {
 	_, p := echoThroughProxy(t, Options{})
 	cl := dial(t, p.URL(), ws.Dialer{})
