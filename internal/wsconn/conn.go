@@ -47,7 +47,7 @@ const (
 // concurrency contract.
 type Conn struct {
 	nc   net.Conn
-	br   *bufio.Reader
+	br   io.Reader // buffered: a sockReader, or a bufio.Reader when that is not possible
 	opts Options
 
 	// Reader state, touched only by the reading goroutine.
@@ -61,9 +61,7 @@ type Conn struct {
 	lastRead atomic.Int64
 
 	// Writer side.
-	ctrl      chan *frame   // pongs, pings: written before queued data
-	data      chan *frame   // data frames, in order
-	closeq    chan *frame   // the one close frame, written once data is drained
+	wake      chan struct{} // one slot: something was queued for an idle writer
 	quit      chan struct{} // closed by Abort
 	done      chan struct{} // closed when the writer has exited and TCP is closed
 	peerClose chan struct{} // closed when the reader has seen the peer's close
@@ -71,11 +69,18 @@ type Conn struct {
 	abortOnce sync.Once
 	peerOnce  sync.Once
 
-	mu       sync.Mutex
-	queued   int64
-	space    chan struct{} // closed when queued shrinks and someone waits
-	waiting  bool
-	writeErr error
+	// mu guards the queue: frames are encoded straight into it, and the
+	// writer swaps it out whole, so a message costs one lock and one copy.
+	mu          sync.Mutex
+	segs        []*wbuf // data frames (and finally the close frame), in order
+	ctrl        *wbuf   // pings and pongs, written before queued data
+	ctrlFrames  int
+	active      bool // the writer is at work or has been woken
+	closeQueued bool // the close frame is queued: nothing may follow it
+	queued      int64
+	space       chan struct{} // closed when queued shrinks and someone waits
+	waiting     bool
+	writeErr    error
 }
 
 // epoch anchors lastRead on the monotonic clock.
@@ -99,34 +104,70 @@ func New(nc net.Conn, br *bufio.Reader, opts Options) *Conn {
 	c := &Conn{
 		nc:        nc,
 		opts:      opts,
-		ctrl:      make(chan *frame, 4),
-		data:      make(chan *frame, 256),
-		closeq:    make(chan *frame, 1),
+		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		peerClose: make(chan struct{}),
 		space:     make(chan struct{}),
 	}
-	c.br = bufio.NewReaderSize(pending(nc, br), readBufferSize)
+	c.br = c.newReader(nc, br)
 	c.lastRead.Store(monotonic())
 	go c.writeLoop()
 	return c
 }
 
-const readBufferSize = 8 << 10
+// readBufferSize is the read buffer: a burst of small frames is read in few
+// syscalls, and a payload at least this large is read straight into the
+// message. Plain sockets hold it only while reading (sockReader).
+const readBufferSize = 64 << 10
 
-// pending returns a reader that yields what br already buffered, then nc. Reading
-// nc directly would lose frames sent right after the handshake response.
-func pending(nc net.Conn, br *bufio.Reader) io.Reader {
+// newReader returns the connection's buffered reader: a sockReader, or on a
+// TLS socket (and off Unix) a bufio.Reader.
+func (c *Conn) newReader(nc net.Conn, br *bufio.Reader) io.Reader {
+	early := handshakeBytes(br)
+	if s := newSockReader(c, nc, early); s != nil {
+		return s
+	}
+	var src io.Reader = nc
+	if len(early) > 0 {
+		src = io.MultiReader(bytes.NewReader(early), nc)
+	}
+	return bufio.NewReaderSize(&arrivals{r: src, c: c}, fallbackReadBuffer)
+}
+
+// fallbackReadBuffer is the read buffer a connection keeps for its life when
+// it cannot use a sockReader: smaller, since it is held while idle too.
+const fallbackReadBuffer = 8 << 10
+
+// handshakeBytes returns what br already buffered: frames the peer sent right
+// after its handshake response. Reading nc directly would lose them.
+func handshakeBytes(br *bufio.Reader) []byte {
 	if br == nil || br.Buffered() == 0 {
-		return nc
+		return nil
 	}
 	early := make([]byte, br.Buffered())
 	_, _ = io.ReadFull(br, early) // cannot fail: the bytes are buffered
-	return io.MultiReader(bytes.NewReader(early), nc)
+	return early
 }
 
-// LastRead reports when the last frame (of any kind) arrived.
+// arrivals notes the time whenever bytes arrive from the socket: evidence that
+// the peer is alive, taken once per read rather than once per frame, since a
+// read brings many frames when traffic is dense and the clock is not free.
+type arrivals struct {
+	r io.Reader
+	c *Conn
+}
+
+func (a *arrivals) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.c.lastRead.Store(monotonic())
+	}
+	return n, err
+}
+
+// LastRead reports when bytes last arrived from the peer (a frame of any kind,
+// or part of one).
 func (c *Conn) LastRead() time.Time { return epoch.Add(time.Duration(c.lastRead.Load())) }
 
 // Touch marks the connection as alive now. The owner calls it after it stops

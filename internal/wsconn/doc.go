@@ -12,11 +12,18 @@
 //     the framing rules (close 1002), and handles control frames itself: a ping
 //     queues a pong to the writer, a close is echoed and returned as *CloseError.
 //   - Writing: every frame, data or control, is written by the connection's single
-//     writer goroutine. Send copies the message into a pooled buffer, so callers may
-//     reuse theirs; the queue is bounded by QueueBytes and Send blocks beyond it,
-//     which is how backpressure reaches the caller. The writer flushes when its
-//     queue is empty, so sparse traffic costs one write per message and a backlog is
-//     written in large batches.
+//     writer goroutine. Send encodes the message straight into the queue (pooled
+//     buffers of whole frames, under one lock), so callers may reuse theirs and a
+//     message costs one copy and no channel operation; the queue is bounded by
+//     QueueBytes and Send blocks beyond it, which is how backpressure reaches the
+//     caller. The writer takes the whole queue at once and writes it segment by
+//     segment (64 KiB), a ping or pong going ahead of the next segment, and sleeps
+//     when nothing is queued: sparse traffic costs one write per message, a
+//     backlog is written in large writes.
+//   - Memory: on a plain socket (TCP, Unix) the read buffer is taken from a pool
+//     while bytes arrive and given back before the reader waits, and the write
+//     buffers only exist while something is queued, so an idle connection holds
+//     neither. A TLS socket keeps an 8 KiB read buffer.
 //
 // Concurrency contract: ReadMessage must be called from one goroutine at a time (the
 // connection's reader). Send, Ping, Close, Abort, LastRead, Done and Err are safe for

@@ -8,6 +8,11 @@ func (c *Conn) SendWaiting() bool {
 	return c.waiting
 }
 
-// DataQueueFull reports whether the data frame queue is at capacity, so a test can
-// tell a backlog that fills it from a Send that was merely slow.
-func (c *Conn) DataQueueFull() bool { return len(c.data) == cap(c.data) }
+// DataQueueFull reports whether the queued data leaves no room for another
+// kilobyte, so a test can tell a backlog that fills the queue from a Send that
+// was merely slow.
+func (c *Conn) DataQueueFull() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued+1024 > c.opts.QueueBytes
+}

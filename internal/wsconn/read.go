@@ -51,7 +51,6 @@ func (c *Conn) readMessage() (ws.OpCode, error) {
 		if err != nil {
 			return 0, err
 		}
-		c.lastRead.Store(monotonic())
 		if err := c.checkHeader(h, op != 0); err != nil {
 			return 0, err
 		}

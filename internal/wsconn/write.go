@@ -1,50 +1,78 @@
 package wsconn
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 )
 
-// frame is one encoded frame (header and payload, masked on the client side),
-// pooled so the steady state allocates nothing.
-type frame struct {
-	buf   []byte
-	size  int64 // bytes reserved against QueueBytes
-	close bool
-}
-
-var framePool = sync.Pool{New: func() any { return new(frame) }}
-
-// maxPooledFrame keeps one huge message from pinning its buffer in the pool.
-const maxPooledFrame = 64 << 10
-
-func putFrame(f *frame) {
-	if cap(f.buf) > maxPooledFrame {
-		f.buf = nil
+// Send queues one message as a single frame. p is copied, so the caller may reuse
+// it at once. Send blocks while QueueBytes are queued, until ctx ends or the
+// connection closes.
+func (c *Conn) Send(ctx context.Context, op ws.OpCode, p []byte) error {
+	n := int64(len(p))
+	for {
+		if c.closing.Load() {
+			return ErrClosed
+		}
+		c.mu.Lock()
+		if c.closeQueued {
+			c.mu.Unlock()
+			return ErrClosed
+		}
+		if c.queued == 0 || c.queued+n <= c.opts.QueueBytes {
+			c.queued += n
+			c.appendLocked(op, p).data += n
+			c.kickLocked()
+			c.mu.Unlock()
+			return nil
+		}
+		c.waiting = true
+		wake := c.space
+		c.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.done:
+			return ErrClosed
+		}
 	}
-	f.size, f.close = 0, false
-	framePool.Put(f)
 }
 
-// newFrame encodes one final frame carrying p.
-func (c *Conn) newFrame(op ws.OpCode, p []byte) *frame {
-	f := framePool.Get().(*frame)
-	f.buf = appendHeader(f.buf[:0], op, int64(len(p)), c.opts.Client)
-	start := len(f.buf)
-	f.buf = append(f.buf, p...)
+// appendLocked encodes a frame carrying p at the end of the queue and returns
+// the segment holding it. c.mu is held.
+func (c *Conn) appendLocked(op ws.OpCode, p []byte) *wbuf {
+	var w *wbuf
+	if k := len(c.segs); k > 0 {
+		last := c.segs[k-1]
+		if len(last.b) == 0 || len(last.b)+len(p)+ws.MaxHeaderSize <= segmentBytes {
+			w = last
+		}
+	}
+	if w == nil {
+		w = getWbuf()
+		c.segs = append(c.segs, w)
+	}
+	w.b = c.appendFrame(w.b, op, p)
+	return w
+}
+
+// appendFrame appends one final frame carrying p, masked on the client side.
+func (c *Conn) appendFrame(b []byte, op ws.OpCode, p []byte) []byte {
+	b = appendHeader(b, op, int64(len(p)), c.opts.Client)
+	start := len(b)
+	b = append(b, p...)
 	if c.opts.Client {
 		var mask [4]byte
-		copy(mask[:], f.buf[start-4:start])
-		ws.Cipher(f.buf[start:], mask, 0)
+		copy(mask[:], b[start-4:start])
+		ws.Cipher(b[start:], mask, 0)
 	}
-	return f
+	return b
 }
 
 // appendHeader appends a FIN frame header (RFC 6455 §5.2). A client frame gets a
@@ -71,29 +99,16 @@ func appendHeader(b []byte, op ws.OpCode, n int64, masked bool) []byte {
 	return b
 }
 
-// Send queues one message as a single frame. p is copied, so the caller may reuse
-// it at once. Send blocks while QueueBytes are queued, until ctx ends or the
-// connection closes.
-func (c *Conn) Send(ctx context.Context, op ws.OpCode, p []byte) error {
-	if c.closing.Load() {
-		return ErrClosed
+// kickLocked wakes the writer goroutine unless a writer is already at work: the
+// writer takes everything queued when it looks again. c.mu is held.
+func (c *Conn) kickLocked() {
+	if c.active {
+		return
 	}
-	n := int64(len(p))
-	if err := c.reserve(ctx, n); err != nil {
-		return err
-	}
-	f := c.newFrame(op, p)
-	f.size = n
+	c.active = true
 	select {
-	case c.data <- f:
-		return nil
-	case <-ctx.Done():
-		c.release(n)
-		putFrame(f)
-		return ctx.Err()
-	case <-c.done:
-		putFrame(f)
-		return ErrClosed
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -107,37 +122,26 @@ func (c *Conn) Ping(p []byte) error {
 	return nil
 }
 
-func (c *Conn) queueControl(op ws.OpCode, p []byte) {
-	f := c.newFrame(op, p)
-	select {
-	case c.ctrl <- f:
-	default:
-		// Only a peer flooding pings fills this queue; answering the latest ones
-		// is enough (RFC 6455 §5.5.3).
-		putFrame(f)
-	}
-}
+// maxControlFrames bounds the control frames waiting to be written.
+const maxControlFrames = 4
 
-// reserve waits until n more bytes fit in the queue.
-func (c *Conn) reserve(ctx context.Context, n int64) error {
-	for {
-		c.mu.Lock()
-		if c.queued == 0 || c.queued+n <= c.opts.QueueBytes {
-			c.queued += n
-			c.mu.Unlock()
-			return nil
-		}
-		c.waiting = true
-		wake := c.space
-		c.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.done:
-			return ErrClosed
-		}
+// queueControl queues a ping or pong ahead of the queued data. Nothing follows
+// a close frame (RFC 6455 §5.5.1), so control frames are dropped once it is
+// queued.
+func (c *Conn) queueControl(op ws.OpCode, p []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closeQueued || c.ctrlFrames >= maxControlFrames {
+		// Only a peer flooding pings fills this queue; answering the latest
+		// ones is enough (RFC 6455 §5.5.3).
+		return
 	}
+	if c.ctrl == nil {
+		c.ctrl = getWbuf()
+	}
+	c.ctrl.b = c.appendFrame(c.ctrl.b, op, p)
+	c.ctrlFrames++
+	c.kickLocked()
 }
 
 func (c *Conn) release(n int64) {
@@ -173,14 +177,16 @@ func (c *Conn) sendClose(code ws.StatusCode, reason string) {
 	if c.closing.Swap(true) {
 		return
 	}
-	f := c.newFrame(ws.OpClose, closeBody(code, reason))
-	f.close = true
 	// A peer that stopped reading must not hold the close up for ever.
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.CloseWait))
-	// The close frame has a queue of its own, so a data queue full of frames
-	// for a slow peer neither blocks Close nor loses the backlog; closing.Swap
-	// admits one close frame, so this send never blocks.
-	c.closeq <- f
+	body := closeBody(code, reason)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The close frame goes after everything queued, however much a slow peer
+	// has left there, and nothing is queued after it.
+	c.closeQueued = true
+	c.appendLocked(ws.OpClose, body).close = true
+	c.kickLocked()
 }
 
 // closeBody builds a close payload, replacing codes that must never be sent
@@ -207,79 +213,112 @@ func (c *Conn) Err() error {
 	return c.writeErr
 }
 
-// writeLoop is the only code that writes to the socket.
+// writeLoop is the writer goroutine: woken when something is queued, it writes
+// until nothing is.
 func (c *Conn) writeLoop() {
 	defer close(c.done)
-	w := bufio.NewWriterSize(c.nc, writeBufferSize)
+	var batch []*wbuf
 	for {
-		f, ok := c.next()
+		select {
+		case <-c.wake:
+		case <-c.quit:
+			return
+		}
+		var ok bool
+		if batch, ok = c.drain(batch); !ok {
+			return
+		}
+	}
+}
+
+// drain writes the queue until it is empty. Each pass takes everything queued
+// at once, so a backlog goes out in large writes and a lone message in one;
+// segments bound each write so a control frame waits for one segment at most.
+// It returns the emptied segment list to reuse, and false once the writer must
+// stop (close frame written, or a write failed).
+func (c *Conn) drain(batch []*wbuf) ([]*wbuf, bool) {
+	for {
+		ctrl, segs, ok := c.take(batch[:0])
 		if !ok {
-			return
+			return batch, true
 		}
-		isClose := f.close
-		if err := c.write(w, f); err != nil {
-			c.failWrite(err)
-			return
+		if !c.writeControl(ctrl) {
+			return segs[:0], false
 		}
-		if isClose {
-			c.finishClose()
-			return
+		for i, w := range segs {
+			segs[i] = nil
+			if i > 0 && !c.writeControl(c.takeControl()) {
+				putWbuf(w)
+				return segs[:0], false
+			}
+			if !c.writeSegment(w) {
+				return segs[:0], false
+			}
 		}
+		batch = segs
 	}
 }
 
-const writeBufferSize = 32 << 10
-
-// next returns the next frame to write: control frames first, then data, and the
-// close frame only once the data queued before it is written.
-func (c *Conn) next() (*frame, bool) {
-	select {
-	case f := <-c.ctrl:
-		return f, true
-	default:
+// take swaps the queue for the writer's emptied list. When nothing is queued it
+// marks the writer idle, so the next Send wakes it, and returns false.
+func (c *Conn) take(empty []*wbuf) (*wbuf, []*wbuf, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctrl == nil && len(c.segs) == 0 {
+		c.active = false
+		return nil, nil, false
 	}
-	select {
-	case f := <-c.data:
-		return f, true
-	default:
-	}
-	select {
-	case f := <-c.ctrl:
-		return f, true
-	case f := <-c.data:
-		return f, true
-	case f := <-c.closeq:
-		return c.beforeClose(f), true
-	case <-c.quit:
-		return nil, false
-	}
+	ctrl, segs := c.ctrl, c.segs
+	c.ctrl, c.ctrlFrames, c.segs = nil, 0, empty
+	return ctrl, segs, true
 }
 
-// beforeClose returns a data frame that raced the close frame into its queue
-// (select picks at random among ready cases), putting the close frame back.
-func (c *Conn) beforeClose(closeFrame *frame) *frame {
-	select {
-	case f := <-c.data:
-		c.closeq <- closeFrame
-		return f
-	default:
-		return closeFrame
-	}
+func (c *Conn) takeControl() *wbuf {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctrl := c.ctrl
+	c.ctrl, c.ctrlFrames = nil, 0
+	return ctrl
 }
 
-// write writes f and flushes when nothing else is queued, so a backlog goes out
-// in large writes and a lone message in one.
-func (c *Conn) write(w *bufio.Writer, f *frame) error {
-	if c.opts.WriteTimeout > 0 && w.Buffered() == 0 && !c.closing.Load() {
+// writeControl writes queued control frames, if any.
+func (c *Conn) writeControl(ctrl *wbuf) bool {
+	if ctrl == nil {
+		return true
+	}
+	err := c.writeOut(ctrl.b)
+	putWbuf(ctrl)
+	if err != nil {
+		c.failWrite(err)
+		return false
+	}
+	return true
+}
+
+// writeSegment writes one segment and frees its bytes in the queue.
+func (c *Conn) writeSegment(w *wbuf) bool {
+	err := c.writeOut(w.b)
+	c.release(w.data)
+	isClose := w.close
+	putWbuf(w)
+	switch {
+	case err != nil:
+		c.failWrite(err)
+		return false
+	case isClose:
+		c.finishClose()
+		return false
+	}
+	return true
+}
+
+// writeOut writes b whole, within WriteTimeout when one is set. Once closing,
+// the deadline Close set stays in force instead.
+func (c *Conn) writeOut(b []byte) error {
+	if c.opts.WriteTimeout > 0 && !c.closing.Load() {
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
 	}
-	_, err := w.Write(f.buf)
-	c.release(f.size)
-	isClose := f.close
-	putFrame(f)
-	if err == nil && (isClose || (len(c.ctrl) == 0 && len(c.data) == 0)) {
-		err = w.Flush()
-	}
+	_, err := c.nc.Write(b)
 	return err
 }
 

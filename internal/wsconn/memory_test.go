@@ -1,0 +1,57 @@
+package wsconn_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/internal/wsconn"
+)
+
+// An idle connection holds no read or write buffer: after traffic, once its
+// reader waits for the next frame, what a connection keeps on the heap is far
+// below one buffer (64 KiB). tether keeps thousands of idle sessions, each
+// with two connections.
+func TestIdleConnectionHoldsNoBuffers(t *testing.T) {
+	const pairs, perConnLimit = 50, 8 << 10
+	before := heapAfterGC()
+	for range pairs {
+		srv, cli := bothSides(t, wsconn.Options{}, wsconn.Options{})
+		// Traffic both ways takes buffers from the pools and gives them back.
+		mustSend(t, srv, ws.OpText, pattern(1, 100))
+		checkMessage(t, cli, ws.OpText, pattern(1, 100))
+		mustSend(t, cli, ws.OpText, pattern(2, 100))
+		checkMessage(t, srv, ws.OpText, pattern(2, 100))
+		readLoop(t, srv) // the readers wait for the next frame
+		readLoop(t, cli)
+	}
+	// The readers give their buffers back once they find nothing to read,
+	// with no event to wait for: poll, bounded.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testTimeout)
+	for {
+		perConn := (heapAfterGC() - before) / (2 * pairs)
+		if perConn < perConnLimit {
+			t.Logf("%d B of heap per idle connection", perConn)
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d B of heap per idle connection, want < %d", perConn, perConnLimit)
+		}
+	}
+}
+
+// heapAfterGC is the live heap once the pools' contents are collected (a
+// pooled buffer survives one collection in the victim cache).
+func heapAfterGC() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
