@@ -33,7 +33,7 @@ func (sess *Session) Message(c *upstream.Conn, op ws.OpCode, data []byte) {
 			zap.Uint64("gen", c.Gen()), zap.Int("bytes", len(data)), zap.Error(err))
 		return
 	}
-	sess.srv.opts.Metrics.Message(DirectionUpstreamToApp)
+	sess.countMessage(DirectionUpstreamToApp)
 }
 
 // Lost stops direct sends to c; later app messages queue until the next Restore.

@@ -203,6 +203,6 @@ func (sess *Session) deliver(out []buffer.SeqMessage) {
 				zap.Int("bytes", len(m.Data)), zap.Error(err))
 			return
 		}
-		sess.srv.opts.Metrics.Message(DirectionUpstreamToApp)
+		sess.countMessage(DirectionUpstreamToApp)
 	}
 }

@@ -138,7 +138,7 @@ func (sess *Session) readApp() {
 			sess.logAppEnd(err)
 			return
 		}
-		sess.srv.opts.Metrics.Message(DirectionAppToUpstream)
+		sess.countMessage(DirectionAppToUpstream)
 		sess.fromApp(op, data)
 	}
 }
@@ -258,3 +258,9 @@ func (sess *Session) closeApp(code ws.StatusCode, reason string) {
 
 // statusTryAgainLater is close code 1013 (RFC 6455 registry), absent from gobwas.
 const statusTryAgainLater ws.StatusCode = 1013
+
+// countMessage counts one message forwarded in direction (DirectionAppToUpstream
+// or DirectionUpstreamToApp).
+func (sess *Session) countMessage(direction string) {
+	sess.srv.opts.Metrics.Message(direction)
+}
