@@ -125,12 +125,17 @@ func (b Backoff) Delay(n int, prev time.Duration) time.Duration {
 // → TETHER_TRY_AGAIN_FLOOR, or an HTTP Retry-After.
 //
 // floor ≤ 0 is the same as Delay(n, prev). Otherwise the result is
-// floor + uniform[0, c) with c = min(Cap, Base·2^n) (exactly floor with
-// JitterNone). The floor is never undercut, because the server told every
-// client the same thing at the same moment: the jitter on top of it is what
-// spreads them out instead of having them all return at exactly floor. The
-// result may exceed Cap: Cap limits our own guessing, while a floor is the
-// server's explicit request and wins.
+// floor + uniform[0, Cap) for every jittered mode (exactly floor with
+// JitterNone). The floor is never undercut. The jitter window on top of it
+// is the whole Cap, not the attempt's ceiling, because a floor is a message
+// the server sent to every client at the same moment: with the first
+// attempt's ceiling (Base) a fleet closed with 1012 would return within
+// Base of the floor, all together, and the simulation in internal/storm
+// measured 92,765 handshakes in that second for 50,000 clients and a server
+// completing 2,000/s, against 1,786/s and no rejected handshake with the
+// Cap-wide window (README "Reconnect storms"). The result may exceed Cap:
+// Cap limits our own guessing, while a floor is the server's explicit
+// request and wins. With Cap ≤ 0 the window is the attempt's ceiling.
 func (b Backoff) DelayWithFloor(n int, prev, floor time.Duration) time.Duration {
 	if floor <= 0 {
 		return b.Delay(n, prev)
@@ -138,7 +143,11 @@ func (b Backoff) DelayWithFloor(n int, prev, floor time.Duration) time.Duration 
 	if b.Jitter == JitterNone {
 		return floor
 	}
-	return addSat(floor, scale(b.draw(), b.ceiling(n)))
+	window := b.Cap
+	if window <= 0 {
+		window = b.ceiling(n)
+	}
+	return addSat(floor, scale(b.draw(), window))
 }
 
 // ceiling returns min(Cap, Base·2^n) by doubling, stopping as soon as the cap

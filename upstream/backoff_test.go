@@ -235,8 +235,8 @@ func TestDelayMisbehavingRand(t *testing.T) {
 				t.Errorf("decorrelated r=%v n=%d: %v not in [%v, %v]", r, n, d, base, limit)
 			}
 			fl := full.DelayWithFloor(n, 0, 5*time.Second)
-			if fl < 5*time.Second || fl >= 5*time.Second+c {
-				t.Errorf("floor r=%v n=%d: %v not in [5s, 5s+%v)", r, n, fl, c)
+			if fl < 5*time.Second || fl >= 5*time.Second+limit {
+				t.Errorf("floor r=%v n=%d: %v not in [5s, 5s+%v)", r, n, fl, limit)
 			}
 		}
 	}
@@ -249,11 +249,14 @@ func TestDelayWithFloor(t *testing.T) {
 			for _, r := range boundRands {
 				b := upstream.Backoff{Jitter: j, Base: cfg.base, Cap: cfg.cap, Rand: fixedRand(r)}
 				for n := 0; n <= 70; n++ {
-					c := refCeiling(cfg.base, cfg.cap, n)
+					w := cfg.cap // the window above a floor is the whole cap
+					if w <= 0 {
+						w = refCeiling(cfg.base, cfg.cap, n)
+					}
 					d := b.DelayWithFloor(n, time.Second, floor)
-					hi := floor + c // may overflow for max-cap; check saturation separately
+					hi := floor + w // may overflow for max-cap; check saturation separately
 					if d < floor || (hi > floor && d >= hi) {
-						t.Errorf("%s %v r=%v n=%d: %v not in [%v, %v+%v)", cfg.name, j, r, n, d, floor, floor, c)
+						t.Errorf("%s %v r=%v n=%d: %v not in [%v, %v+%v)", cfg.name, j, r, n, d, floor, floor, w)
 					}
 				}
 			}
@@ -274,7 +277,8 @@ func TestDelayWithFloorCases(t *testing.T) {
 	}{
 		{"no floor is Delay", def(upstream.JitterFull, 0.5), 3, 0, 2 * time.Second},
 		{"negative floor is Delay", def(upstream.JitterFull, 0.5), 3, -time.Second, 2 * time.Second},
-		{"floor plus jitter", def(upstream.JitterFull, 0.5), 0, 5 * time.Second, 5250 * time.Millisecond},
+		{"floor plus jitter over the cap", def(upstream.JitterFull, 0.5), 0, 5 * time.Second, 20 * time.Second},
+		{"equal jitter over the cap too", def(upstream.JitterEqual, 0.25), 0, 5 * time.Second, 12500 * time.Millisecond},
 		{"floor plus zero jitter", def(upstream.JitterFull, 0), 0, 5 * time.Second, 5 * time.Second},
 		{"floor exceeds cap", def(upstream.JitterFull, 0.5), 10, time.Minute, time.Minute + 15*time.Second},
 		{"none is exactly floor", def(upstream.JitterNone, 0.5), 4, 15 * time.Second, 15 * time.Second},
