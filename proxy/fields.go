@@ -21,14 +21,49 @@ const (
 
 // fieldReader reads every configured path of a message at once. When all
 // of them are plain top-level keys (seq, session, channel: the usual case)
-// it walks the message's top-level object once and stops as soon as each
-// key has been seen; otherwise it looks each path up. Either way the
-// results point into the message: they are valid while it is.
+// it scans the message's top-level object once and stops as soon as each
+// key has been seen (topScan); otherwise, and for a message the scan does
+// not understand, gjson answers. Either way the results point into the
+// message: they are valid while it is.
 type fieldReader struct {
 	paths [numFields]rules.Path
 	keys  [numFields]string // the top-level key of each set path, when simple
 	n     int               // paths set
 	flat  bool              // every set path is a plain top-level key
+	// shared: the keys are read by the upstream rules' scan too, where
+	// slot[i] is keys[i]'s index (share).
+	shared bool
+	slot   [numFields]int
+}
+
+// share adds the keys to rs, the scan the hiding rules run on every
+// upstream message, so one scan serves both (Session.messageRuled), when
+// they are all plain keys and rs has room for them.
+func (r *fieldReader) share(rs *ruleScan) {
+	if !r.flat || r.n == 0 || !rs.fits(r.keys[:]) {
+		return
+	}
+	for i, k := range r.keys {
+		if k != "" {
+			r.slot[i] = rs.slot(k)
+		}
+	}
+	r.shared = true
+}
+
+// readIn fills out from v, the shared scan's answers for data, when they
+// hold; otherwise it reads data itself.
+func (r *fieldReader) readIn(data []byte, v *ruleValues, out *[numFields]fieldValue) {
+	if !r.shared || v == nil || !v.known {
+		r.read(data, out)
+		return
+	}
+	for i, k := range r.keys {
+		out[i] = fieldValue{}
+		if k != "" {
+			out[i] = v.vals[r.slot[i]]
+		}
+	}
 }
 
 func newFieldReader(paths ...rules.Path) fieldReader {
@@ -61,31 +96,40 @@ func isPlainKey(p string) bool {
 }
 
 // read fills out with the value at each set path of data.
-func (r *fieldReader) read(data []byte, out *[numFields]gjson.Result) {
-	*out = [numFields]gjson.Result{}
+func (r *fieldReader) read(data []byte, out *[numFields]fieldValue) {
 	if r.n == 0 {
+		*out = [numFields]fieldValue{}
 		return
 	}
 	s := unsafe.String(unsafe.SliceData(data), len(data))
 	if r.flat && isObject(s) {
+		// keys is an array inside r: the scanner is built here rather than
+		// kept, so copying a fieldReader never leaves one pointing at
+		// another's keys.
+		top := topScan{keys: r.keys[:], n: r.n}
+		if top.scan(s, out[:]) {
+			return
+		}
 		r.walk(s, out)
 		return
 	}
+	*out = [numFields]fieldValue{}
 	for i, p := range r.paths {
 		if isSet(p) {
-			out[i] = gjson.Get(s, p.String())
+			out[i] = valueOf(gjson.Get(s, p.String()))
 		}
 	}
 }
 
-// walk reads the top-level object once. Like gjson.Get, a key that appears
-// twice yields its first value.
-func (r *fieldReader) walk(s string, out *[numFields]gjson.Result) {
+// walk reads the top-level object with gjson, for what topScan leaves to
+// it. Like gjson.Get, a key that appears twice yields its first value.
+func (r *fieldReader) walk(s string, out *[numFields]fieldValue) {
+	*out = [numFields]fieldValue{}
 	left := r.n
 	gjson.Parse(s).ForEach(func(key, value gjson.Result) bool {
 		for i, k := range r.keys {
-			if k != "" && k == key.Str && !out[i].Exists() {
-				out[i] = value
+			if k != "" && k == key.Str && !out[i].ok {
+				out[i] = valueOf(value)
 				left--
 			}
 		}
@@ -95,27 +139,28 @@ func (r *fieldReader) walk(s string, out *[numFields]gjson.Result) {
 
 // isObject reports whether s starts, after blanks, with '{'.
 func isObject(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			return true
-		}
-		return false
-	}
-	return false
+	i := skipSpace(s, 0)
+	return i < len(s) && s[i] == '{'
 }
 
 // seqNumber reads a sequence number: a JSON number whose value is an
 // integer within int64. Most are plain digits, parsed at once; other forms
 // (42.0, 4.2e1) go through rules.Path.Int, which decides on the exact
 // decimal value, so numbers above 2^53 stay exact.
-func seqNumber(v gjson.Result, p rules.Path, data []byte) (int64, bool) {
-	if v.Type != gjson.Number {
+func seqNumber(v fieldValue, p rules.Path, data []byte) (int64, bool) {
+	if v.kind == gjson.String {
+		// A number written as a JSON string of decimal digits ("42"): SSE
+		// event ids in TETHER_SSE_FORMAT=json, and feeds that quote their
+		// numbers so that JavaScript keeps them exact.
+		return rules.DecimalString(v.str)
+	}
+	if v.kind != gjson.Number {
 		return 0, false
 	}
-	if n, err := strconv.ParseInt(v.Raw, 10, 64); err == nil {
+	if n, ok := parseInt(v.raw); ok {
+		return n, true
+	}
+	if n, err := strconv.ParseInt(v.raw, 10, 64); err == nil {
 		return n, true
 	}
 	return p.Int(data)
@@ -124,12 +169,12 @@ func seqNumber(v gjson.Result, p rules.Path, data []byte) (int64, bool) {
 // nameOf reads a stream name or session id: a string's value, or the text
 // of any other JSON value; "" when absent. The result may point into the
 // message: clone it before keeping it.
-func nameOf(v gjson.Result) string {
+func nameOf(v fieldValue) string {
 	switch {
-	case !v.Exists():
+	case !v.ok:
 		return ""
-	case v.Type == gjson.String:
-		return v.Str
+	case v.kind == gjson.String:
+		return v.str
 	}
-	return v.Raw
+	return v.raw
 }

@@ -15,7 +15,14 @@ import (
 // c is nil for a message fetched over HTTP (TETHER_GAPFILL_URL): no login
 // waits for it.
 func (sess *Session) hidden(c *upstream.Conn, data []byte) bool {
-	u := sess.srv.rules.classifyUpstream(data)
+	var v ruleValues
+	sess.srv.rules.upScan.read(data, &v)
+	return sess.hiddenIn(c, data, &v)
+}
+
+// hiddenIn is hidden for a message whose top level was read into v.
+func (sess *Session) hiddenIn(c *upstream.Conn, data []byte, v *ruleValues) bool {
+	u := sess.srv.rules.classifyUpstreamIn(data, v)
 	if !u.any() {
 		return false
 	}

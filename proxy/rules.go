@@ -45,24 +45,50 @@ type Rules struct {
 
 // ruleSet is a Server's Rules with what each message direction needs
 // precomputed, so a session with no rules configured never looks at a
-// message's content.
+// message's content, and one with rules reads each message's top level once
+// per direction (ruleScan).
 type ruleSet struct {
 	Rules
 	app      bool // some rule reads app messages
 	upstream bool // some hiding rule reads upstream messages
 	acks     bool // acknowledged sends are on
 	seq      seqRules
+
+	appScan                      ruleScan
+	auth, subscribe, unsubscribe scanMatcher
+	subKey, appReplyID, appAckID scanPath
+	upScan                       ruleScan
+	authOK, hideRepeat, ackMatch scanMatcher
+	upReplyID, upAckID           scanPath
 }
 
 func newRuleSet(r Rules) ruleSet {
 	acks := isSet(r.AckIDPath) && r.AckMatch != nil
-	return ruleSet{
+	rs := ruleSet{
 		Rules:    r,
 		app:      r.AuthMatch != nil || r.SubscribeMatch != nil || r.UnsubscribeMatch != nil || acks,
 		upstream: r.AuthOKMatch != nil || r.HideOnReconnectMatch != nil || isSet(r.ReplyIDPath) || acks,
 		acks:     acks,
 		seq:      newSeqRules(r.Sequences),
 	}
+	if rs.app {
+		// In the order classifyApp reads them: the first keys fill the scan.
+		rs.auth, rs.unsubscribe = rs.appScan.matcher(r.AuthMatch), rs.appScan.matcher(r.UnsubscribeMatch)
+		rs.subscribe = rs.appScan.matcher(r.SubscribeMatch)
+		rs.appReplyID, rs.subKey = rs.appScan.path(r.ReplyIDPath), rs.appScan.path(r.SubscriptionKey)
+		if acks {
+			rs.appAckID = rs.appScan.path(r.AckIDPath)
+		}
+	}
+	if rs.upstream {
+		rs.authOK, rs.hideRepeat = rs.upScan.matcher(r.AuthOKMatch), rs.upScan.matcher(r.HideOnReconnectMatch)
+		rs.upReplyID = rs.upScan.path(r.ReplyIDPath)
+		if acks {
+			rs.ackMatch, rs.upAckID = rs.upScan.matcher(r.AckMatch), rs.upScan.path(r.AckIDPath)
+		}
+		rs.seq.fields.share(&rs.upScan)
+	}
+	return rs
 }
 
 func isSet(p rules.Path) bool { return p.String() != "" }
@@ -97,25 +123,27 @@ func (r *ruleSet) classifyApp(data []byte) appClass {
 	if !r.app {
 		return appClass{}
 	}
+	var v ruleValues
+	r.appScan.read(data, &v)
 	var c appClass
 	switch {
-	case r.AuthMatch.Match(data):
+	case r.auth.match(data, &v):
 		c.kind = appAuth
-	case r.UnsubscribeMatch.Match(data):
+	case r.unsubscribe.match(data, &v):
 		// Tested before subscribe: a regular expression such as
 		// "re:subscribe" matches both, and the longer word is the intent.
 		c.kind = appUnsubscribe
-	case r.SubscribeMatch.Match(data):
+	case r.subscribe.match(data, &v):
 		c.kind = appSubscribe
 	case r.acks:
-		c.ackID, _ = idAt(r.AckIDPath, data)
+		c.ackID, _ = idOf(r.appAckID.get(data, &v))
 		return c
 	default:
 		return c
 	}
-	c.replyID, _ = idAt(r.ReplyIDPath, data)
+	c.replyID, _ = idOf(r.appReplyID.get(data, &v))
 	if c.kind != appAuth && isSet(r.SubscriptionKey) {
-		c.key, c.keyed = keyAt(r.SubscriptionKey, data)
+		c.key, c.keyed = keyOf(r.subKey.get(data, &v))
 	}
 	return c
 }
@@ -131,44 +159,47 @@ type upClass struct {
 
 func (c upClass) any() bool { return c.authOK || c.hideRepeat || c.replyID != "" || c.ack }
 
-// classifyUpstream applies the upstream-side rules to one message: one
-// partial scan per configured rule.
+// classifyUpstream applies the upstream-side rules to one message, reading
+// its top level once.
 func (r *ruleSet) classifyUpstream(data []byte) upClass {
+	var v ruleValues
+	r.upScan.read(data, &v)
+	return r.classifyUpstreamIn(data, &v)
+}
+
+// classifyUpstreamIn is classifyUpstream for a message whose top level was
+// read into v by upScan.
+func (r *ruleSet) classifyUpstreamIn(data []byte, v *ruleValues) upClass {
 	var c upClass
-	c.authOK = r.AuthOKMatch.Match(data)
-	c.hideRepeat = r.HideOnReconnectMatch.Match(data)
-	c.replyID, _ = idAt(r.ReplyIDPath, data)
-	if r.acks && r.AckMatch.Match(data) {
-		c.ackID, c.ack = idAt(r.AckIDPath, data)
+	c.authOK = r.authOK.match(data, v)
+	c.hideRepeat = r.hideRepeat.match(data, v)
+	c.replyID, _ = idOf(r.upReplyID.get(data, v))
+	if r.acks && r.ackMatch.match(data, v) {
+		c.ackID, c.ack = idOf(r.upAckID.get(data, v))
 	}
 	return c
 }
 
-// idAt reads a message id: a JSON string or number (7 and "7" are the same
+// idOf reads a message id: a JSON string or number (7 and "7" are the same
 // id, since servers echo ids in either form). Anything else is no id.
-func idAt(p rules.Path, data []byte) (string, bool) {
-	if !isSet(p) {
-		return "", false
-	}
-	v := p.Get(data)
-	switch v.Type {
+func idOf(v fieldValue) (string, bool) {
+	switch v.kind {
 	case gjson.String:
-		return v.Str, true
+		return v.str, true
 	case gjson.Number:
-		return v.Raw, true
+		return v.raw, true
 	}
 	return "", false
 }
 
-// keyAt reads a subscription key: a string's value, or any other JSON
+// keyOf reads a subscription key: a string's value, or any other JSON
 // value's text (Binance-style "params" arrays compare as written).
-func keyAt(p rules.Path, data []byte) (string, bool) {
-	v := p.Get(data)
+func keyOf(v fieldValue) (string, bool) {
 	switch {
-	case !v.Exists():
+	case !v.ok:
 		return "", false
-	case v.Type == gjson.String:
-		return v.Str, true
+	case v.kind == gjson.String:
+		return v.str, true
 	}
-	return v.Raw, true
+	return v.raw, true
 }

@@ -25,10 +25,20 @@ import (
 // the app's write queue can block its holder, which is the back-pressure
 // the upstream reader is meant to feel anyway.
 //
-// Everything below turn and batch is guarded by Session.mu.
+// The upstream reader keeps the turn from the first message of a burst it
+// read in one go until its Flush, before it waits for the socket: one lock
+// per burst rather than per message. A timer or a fetch waits for the
+// burst, which the reader is processing as fast as the app takes it.
+//
+// Everything from tracker on is guarded by Session.mu.
 type seqState struct {
-	turn  sync.Mutex
-	batch seqBatch // the output of the turn's holder
+	turn       sync.Mutex
+	readerTurn bool     // the upstream reader holds turn; only the reader touches it
+	batch      seqBatch // the output of the turn's holder
+	// out holds messages for the app until the upstream reader passes them
+	// on (handler.go). Guarded by turn when sequencing, and the upstream
+	// reader's alone otherwise; the zero appOut serves every session.
+	out appOut
 
 	tracker *buffer.Tracker
 	// session is the latest captured session id, sessionGen the connection
@@ -44,6 +54,21 @@ type seqState struct {
 	failed               bool           // the close policy closed the app: nothing more is delivered
 	closed               bool           // the session is ending: no new timer callback or fetch
 	wg                   sync.WaitGroup // timer callbacks and fetches under way
+}
+
+// takeReaderTurn takes turn for the upstream reader, unless it holds it
+// already. Only the reader calls it.
+func (sq *seqState) takeReaderTurn() {
+	if !sq.readerTurn {
+		sq.turn.Lock()
+		sq.readerTurn = true
+	}
+}
+
+// releaseReaderTurn gives turn up at the reader's Flush, before it waits.
+func (sq *seqState) releaseReaderTurn() {
+	sq.readerTurn = false
+	sq.turn.Unlock()
 }
 
 // init prepares the state of a session whose upstream messages are

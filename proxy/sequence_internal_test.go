@@ -1,119 +1,13 @@
 package proxy
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/tetherproxy/tether/buffer"
-	"github.com/tetherproxy/tether/internal/rules"
 	"github.com/tetherproxy/tether/internal/template"
 )
-
-// The one-pass reader finds what a lookup per path finds, first occurrence
-// of a repeated key included, whether it walks the top level or falls back
-// to gjson paths.
-func TestFieldReaderMatchesLookups(t *testing.T) {
-	msgs := []string{
-		`{"seq":7,"channel":"a","session":"S","snap":9}`,
-		`{"channel":"b","data":{"seq":1,"channel":"x"},"seq":8}`,
-		`{"seq":1,"seq":2,"channel":"first","channel":"second"}`,
-		`{"s\u0065q":12,"ch\u0061nnel":"esc"}`,
-		`{"nested":[1,{"seq":3}],"other":"seq"}`,
-		`  {"seq":-9223372036854775808}`,
-		`{"seq":"7","channel":7}`,
-		`[{"seq":1}]`,
-		`"seq"`,
-		`{}`,
-		``,
-	}
-	sets := [][]string{
-		{"seq", "channel", "session", "snap"},
-		{"seq", "", "", ""},
-		{"data.seq", "data.channel", "session", "seq"},
-		{"seq", "channel", "", "seq"},
-	}
-	for _, set := range sets {
-		var paths []string
-		r := newFieldReader(optPath(t, set[0]), optPath(t, set[1]), optPath(t, set[2]), optPath(t, set[3]))
-		wantFlat := !slices.Contains(set, "data.seq")
-		if r.flat != wantFlat {
-			t.Errorf("paths %q: flat = %v, want %v", set, r.flat, wantFlat)
-		}
-		paths = append(paths, set...)
-		for _, msg := range msgs {
-			var got [numFields]gjson.Result
-			r.read([]byte(msg), &got)
-			for i, p := range paths {
-				var want gjson.Result
-				if p != "" {
-					want = gjson.Get(msg, p)
-				}
-				if got[i].Raw != want.Raw || got[i].Type != want.Type {
-					t.Errorf("paths %q, message %s: field %d (%q) = %q, want %q", set, msg, i, p, got[i].Raw, want.Raw)
-				}
-			}
-		}
-	}
-}
-
-func optPath(t *testing.T, p string) (r rules.Path) {
-	if p == "" {
-		return r
-	}
-	return path(t, p)
-}
-
-// FuzzFieldReader checks the walk against gjson lookups on any valid JSON.
-func FuzzFieldReader(f *testing.F) {
-	f.Add(`{"seq":1,"channel":"a"}`)
-	f.Add(`{"a":{"seq":2},"seq":3,"seq":4}`)
-	f.Add(`{"ch\u0061nnel":"x","session":null}`)
-	f.Add(`[1,2]`)
-	r := newFieldReader(path(f, "seq"), path(f, "channel"), path(f, "session"), path(f, "snapshot"))
-	keys := []string{"seq", "channel", "session", "snapshot"}
-	f.Fuzz(func(t *testing.T, msg string) {
-		if !json.Valid([]byte(msg)) {
-			return
-		}
-		var got [numFields]gjson.Result
-		r.read([]byte(msg), &got)
-		for i, k := range keys {
-			if want := gjson.Get(msg, k); got[i].Raw != want.Raw {
-				t.Fatalf("%s: %s = %q, want %q", msg, k, got[i].Raw, want.Raw)
-			}
-		}
-	})
-}
-
-func TestSeqNumber(t *testing.T) {
-	tests := []struct {
-		msg  string
-		want int64
-		ok   bool
-	}{
-		{`{"seq":42}`, 42, true},
-		{`{"seq":-7}`, -7, true},
-		{`{"seq":42.0}`, 42, true},
-		{`{"seq":4.2e1}`, 42, true},
-		{`{"seq":9007199254740993}`, 9007199254740993, true},
-		{`{"seq":42.5}`, 0, false},
-		{`{"seq":1e19}`, 0, false},
-		{`{"seq":"42"}`, 0, false},
-		{`{"seq":null}`, 0, false},
-		{`{}`, 0, false},
-	}
-	p := path(t, "seq")
-	for _, tc := range tests {
-		got, ok := seqNumber(gjson.Get(tc.msg, "seq"), p, []byte(tc.msg))
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("seqNumber(%s) = %d, %v, want %d, %v", tc.msg, got, ok, tc.want, tc.ok)
-		}
-	}
-}
 
 func TestIsPlainKey(t *testing.T) {
 	for p, want := range map[string]bool{

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
-	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/tetherproxy/tether/buffer"
 )
@@ -23,16 +21,20 @@ type seqIn struct {
 
 // classify reads a message for the sequence rules: every configured path
 // in one pass, then the session and resync patterns.
-func (r *seqRules) classify(data []byte) seqIn {
-	var f [numFields]gjson.Result
-	r.fields.read(data, &f)
+func (r *seqRules) classify(data []byte) seqIn { return r.classifyIn(data, nil) }
+
+// classifyIn is classify for a message whose top level the upstream rules'
+// scan read into v (nil when it did not).
+func (r *seqRules) classifyIn(data []byte, v *ruleValues) seqIn {
+	var f [numFields]fieldValue
+	r.fields.readIn(data, v, &f)
 	var in seqIn
 	in.seq, in.hasSeq = seqNumber(f[fieldSeq], r.SeqPath, data)
 	in.stream = nameOf(f[fieldStream])
-	if r.capture && f[fieldSession].Exists() && r.SessionMatch.Match(data) {
+	if r.capture && f[fieldSession].ok && r.SessionMatch.Match(data) {
 		in.session, in.captured = nameOf(f[fieldSession]), true
 	}
-	if r.resync && f[fieldResync].Exists() && r.ResyncMatch.Match(data) {
+	if r.resync && f[fieldResync].ok && r.ResyncMatch.Match(data) {
 		in.resyncSeq, in.resync = seqNumber(f[fieldResync], r.ResyncSeqPath, data)
 	}
 	return in
@@ -49,23 +51,23 @@ type seqSource struct {
 // order DESIGN.md gives: session capture and resync (state), then the
 // duplicate and gap check; hidden is the hiding rules' verdict, applied to
 // what the tracker delivers, so a held hidden message stays hidden when it
-// is released. A message without a number passes through.
-func (sess *Session) sequenced(gen uint64, op ws.OpCode, data []byte, hidden bool) {
-	select {
-	case <-sess.appReady:
-	case <-sess.ctx.Done():
+// is released; v holds what the upstream rules' scan read, or is nil. A
+// message without a number passes through. Only the upstream
+// reader calls it: it takes the turn, and keeps it and the messages for the
+// app until its Flush.
+func (sess *Session) sequenced(gen uint64, op ws.OpCode, data []byte, hidden bool, v *ruleValues) {
+	if !sess.waitApp() {
 		return
 	}
 	sq := &sess.seq
-	sq.turn.Lock()
-	defer sq.turn.Unlock()
+	sq.takeReaderTurn()
 	b := sq.batch.reset()
-	in := sess.srv.rules.seq.classify(data)
+	in := sess.srv.rules.seq.classifyIn(data, v)
 	sess.mu.Lock()
 	sess.sequenceLocked(b, seqSource{gen: gen}, op, data, hidden, in)
 	sess.heldLocked(b)
 	sess.mu.Unlock()
-	sess.flush(b)
+	sess.finish(b, false)
 }
 
 // sequenceLocked applies the tracker to one message. sess.mu and turn are
@@ -103,23 +105,31 @@ func (sess *Session) offerLocked(b *seqBatch, stream string, m buffer.SeqMessage
 		}
 		res = sq.tracker.Offer(stream, m, b.collect)
 	}
-	now := time.Now()
 	switch res.Verdict {
 	case buffer.Duplicate:
 		sq.dups.n++
 		b.event(seqEvent{kind: evDuplicate, stream: stream, seq: m.Seq, gen: src.gen})
 		return
 	case buffer.Delivered:
-		if n := sq.dups.due(now); n > 0 {
-			b.event(seqEvent{kind: evDuplicates, n: n})
+		if sq.dups.n > 0 {
+			if n := sq.dups.due(time.Now()); n > 0 {
+				b.event(seqEvent{kind: evDuplicates, n: n})
+			}
 		}
 	}
-	held := int64(0)
-	if res.Verdict == buffer.Held {
-		held = m.Seq
-	}
 	method := sess.methodLocked(stream, src)
-	sess.trackLocked(b, stream, held, gapCause{outcome: GapFilled, method: method}, now)
+	if res.Verdict == buffer.Held || len(sq.gaps) > 0 {
+		held := int64(0)
+		if res.Verdict == buffer.Held {
+			held = m.Seq
+		}
+		sess.trackLocked(b, stream, held, gapCause{outcome: GapFilled, method: method}, time.Now())
+	}
+	// Otherwise the message was delivered in order with no gap open in any
+	// stream: there is nothing to time or end, and the clock, the one
+	// costly call left on this path, is not read. (Every stream holding
+	// messages has a track in sq.gaps: trackLocked opens one for each held
+	// message, so a delivered message with none cannot have left a gap.)
 	if res.Verdict == buffer.Delivered {
 		sess.answeredLocked(b, stream, src, method)
 	}
@@ -175,20 +185,31 @@ func (sess *Session) heldLocked(b *seqBatch) {
 
 // flush delivers a batch after mu is released, the turn still held: the
 // app's messages in order, then the close the policy asked for; then it
-// starts the fetches and writes the logs and metrics.
-func (sess *Session) flush(b *seqBatch) {
+// starts the fetches and writes the logs and metrics. Everything for the app
+// is queued on its socket before flush returns, the messages the upstream
+// reader held back (handler.go) first.
+func (sess *Session) flush(b *seqBatch) { sess.finish(b, true) }
+
+// finish is flush, except that without queue the messages may stay in the
+// session's batch: the upstream reader passes its own on when it is about to
+// wait (Flush). A close the policy asked for queues them all the same, ahead
+// of the close frame.
+func (sess *Session) finish(b *seqBatch, queue bool) {
 	for _, j := range b.fetches {
 		go sess.fetch(j)
 	}
 	sess.deliver(b.out)
-	clear(b.out) // the payloads belong to the app socket's queue now
+	clear(b.out) // the payloads are copied into the batch
+	if queue || b.closeErr != nil {
+		sess.flushOut()
+	}
 	if b.closeErr != nil {
 		sess.closeApp(ws.StatusInternalServerError, b.closeErr.Error())
 	}
 	sess.emit(b)
 }
 
-// deliver queues messages on the app socket, skipping hidden ones.
+// deliver passes messages on to the app, skipping hidden ones.
 func (sess *Session) deliver(out []buffer.SeqMessage) {
 	for _, m := range out {
 		if m.Hidden {
@@ -198,11 +219,8 @@ func (sess *Session) deliver(out []buffer.SeqMessage) {
 		if m.Binary {
 			op = ws.OpBinary
 		}
-		if err := sess.app.Send(sess.ctx, op, m.Data); err != nil {
-			sess.log.Debug("upstream message not delivered, app is closing",
-				zap.Int("bytes", len(m.Data)), zap.Error(err))
+		if !sess.send(op, m.Data) {
 			return
 		}
-		sess.countMessage(DirectionUpstreamToApp)
 	}
 }

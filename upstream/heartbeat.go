@@ -10,9 +10,19 @@ import (
 // what to do at each wake-up, so the rule is testable with plain timestamps.
 //
 // A connection is dead when PingTimeout passes after a probe with no inbound frame
-// at all: data, pong or heartbeat reply all count. Time the reader spends blocked
-// handing a message to a slow app is not silence (busy), so backpressure never
-// makes a healthy upstream look dead.
+// at all: data, pong or heartbeat reply all count. Time the reader spends handing
+// messages to a slow app is not silence, so backpressure never makes a healthy
+// upstream look dead: the reader's progress (readerProgress) says whether it is
+// blocked in Handler.Message or Flush now (busy), and whether it handed over a
+// message since the previous wake-up (moved). A reader that moved was working, not
+// waiting on a silent socket, at some instant after that wake-up: that counts as
+// an inbound frame then, and answers an outstanding probe, which was sent at or
+// before that wake-up. This takes no clock per message, where stamping the time
+// after each message did. Since the instant is known only to the wake-up, a
+// reader that drains a full read buffer slowly, never reading the socket for a
+// whole interval, may be probed sooner than with a stamp per message; it is
+// never declared dead while it hands messages over, and a silent connection is
+// detected within the same bound, since its reader does not move.
 //
 // A wake-up that comes much later than asked for means the whole process was
 // stopped (a paused VM, a CPU-starved container): frames may be waiting in the
@@ -23,6 +33,8 @@ type heartbeat struct {
 	interval, timeout time.Duration
 	probeSent         time.Time // zero when no probe is outstanding
 	due               time.Time // when the caller was asked to come back
+	woke              time.Time // the previous wake-up (or the start of the watch)
+	seen              uint64    // the reader's progress count then
 }
 
 type beat int
@@ -33,24 +45,38 @@ const (
 	beatDead              // the connection is dead
 )
 
-// next returns the action due at now given the last inbound frame, and how long
-// to wait before asking again.
-func (h *heartbeat) next(now, lastRead time.Time, busy bool) (beat, time.Duration) {
-	b, d := h.decide(now, lastRead, busy)
+// readerProgress is the reader's progress word: twice the number of messages
+// (and Flushes) it has handed to the Handler, plus one while it is in
+// Handler.Message or Flush. Only the reader changes it, with one atomic add
+// before and one after each call; the heartbeat loads it at each wake-up.
+type readerProgress uint64
+
+func (p readerProgress) busy() bool    { return p&1 == 1 }
+func (p readerProgress) count() uint64 { return uint64(p) >> 1 }
+
+// next returns the action due at now given the last time bytes arrived and the
+// reader's progress, and how long to wait before asking again.
+func (h *heartbeat) next(now, lastRead time.Time, p readerProgress) (beat, time.Duration) {
+	moved := p.count() != h.seen
+	if moved && lastRead.Before(h.woke) {
+		lastRead = h.woke
+	}
+	b, d := h.decide(now, lastRead, p.busy(), moved)
 	if b == beatDead && h.late(now) {
 		b, d = beatWait, h.recheck()
 	}
 	h.due = now.Add(d)
+	h.woke, h.seen = now, p.count()
 	return b, d
 }
 
-func (h *heartbeat) decide(now, lastRead time.Time, busy bool) (beat, time.Duration) {
+func (h *heartbeat) decide(now, lastRead time.Time, busy, moved bool) (beat, time.Duration) {
 	if busy {
 		h.probeSent = time.Time{}
 		return beatWait, h.interval
 	}
 	if !h.probeSent.IsZero() {
-		if lastRead.After(h.probeSent) {
+		if moved || lastRead.After(h.probeSent) {
 			h.probeSent = time.Time{}
 		} else if waited := now.Sub(h.probeSent); waited >= h.timeout {
 			return beatDead, 0

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -16,11 +17,17 @@ func TestHeartbeatNext(t *testing.T) {
 		interval = 100 * time.Millisecond
 		timeout  = 50 * time.Millisecond
 	)
+	const (
+		idle readerProgress = 0 // no message handed over since the previous wake-up
+		busy readerProgress = 1 // in Handler.Message, none finished since
+		done readerProgress = 2 // one message handed over since, not busy now
+	)
 	tests := []struct {
 		name          string
 		probeSent     time.Time // outstanding probe before the call, zero if none
+		woke          time.Time // the previous wake-up
 		lastRead, now time.Time
-		busy          bool
+		progress      readerProgress
 		want          beat
 		wantWait      time.Duration
 		wantProbeSent time.Time
@@ -46,14 +53,23 @@ func TestHeartbeatNext(t *testing.T) {
 		{name: "frame after the probe, then silent again: probe anew",
 			probeSent: ms(100), lastRead: ms(110), now: ms(210), want: beatProbe, wantWait: timeout, wantProbeSent: ms(210)},
 		{name: "busy: no probe however long the silence",
-			lastRead: ms(0), now: ms(1000), busy: true, want: beatWait, wantWait: interval},
+			lastRead: ms(0), now: ms(1000), progress: busy, want: beatWait, wantWait: interval},
 		{name: "busy: an outstanding probe past its timeout is forgiven",
-			probeSent: ms(100), lastRead: ms(0), now: ms(900), busy: true, want: beatWait, wantWait: interval},
+			probeSent: ms(100), lastRead: ms(0), now: ms(900), progress: busy, want: beatWait, wantWait: interval},
+		{name: "moved since the previous wake-up: counts as a frame then",
+			woke: ms(50), lastRead: ms(0), now: ms(100), progress: done, want: beatWait, wantWait: 50 * time.Millisecond},
+		{name: "moved, but a later frame counts from itself",
+			woke: ms(50), lastRead: ms(70), now: ms(100), progress: done, want: beatWait, wantWait: 70 * time.Millisecond},
+		{name: "moved since the probe: answered, however old the last frame",
+			probeSent: ms(100), woke: ms(100), lastRead: ms(0), now: ms(150), progress: done,
+			want: beatWait, wantWait: 50 * time.Millisecond},
+		{name: "moved, then silent for the interval since that wake-up: probe",
+			woke: ms(100), lastRead: ms(0), now: ms(200), progress: done, want: beatProbe, wantWait: timeout, wantProbeSent: ms(200)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := heartbeat{interval: interval, timeout: timeout, probeSent: tt.probeSent}
-			got, wait := h.next(tt.now, tt.lastRead, tt.busy)
+			h := heartbeat{interval: interval, timeout: timeout, probeSent: tt.probeSent, woke: tt.woke}
+			got, wait := h.next(tt.now, tt.lastRead, tt.progress)
 			if got != tt.want {
 				t.Errorf("action %s, want %s", beatNames[got], beatNames[tt.want])
 			}
@@ -62,6 +78,10 @@ func TestHeartbeatNext(t *testing.T) {
 			}
 			if !h.probeSent.Equal(tt.wantProbeSent) {
 				t.Errorf("probeSent %v, want %v", h.probeSent.Sub(origin), tt.wantProbeSent.Sub(origin))
+			}
+			if h.seen != tt.progress.count() || !h.woke.Equal(tt.now) {
+				t.Errorf("remembered progress %d at %v, want %d at %v",
+					h.seen, h.woke.Sub(origin), tt.progress.count(), tt.now.Sub(origin))
 			}
 		})
 	}
@@ -83,7 +103,7 @@ func TestHeartbeatDetectionBound(t *testing.T) {
 		now := origin.Add(interval) // the serve loop's first wake-up
 		probes := 0
 		for range 10 {
-			action, wait := h.next(now, lastRead, false)
+			action, wait := h.next(now, lastRead, 0)
 			if action == beatProbe {
 				probes++
 			}
@@ -111,7 +131,7 @@ func TestHeartbeatAnsweredStaysAlive(t *testing.T) {
 	lastRead, now := origin, origin.Add(interval)
 	probes := 0
 	for range 100 {
-		action, wait := h.next(now, lastRead, false)
+		action, wait := h.next(now, lastRead, 0)
 		switch action {
 		case beatDead:
 			t.Fatalf("declared dead at +%v although every probe was answered within %v", now.Sub(origin), rtt)
@@ -141,11 +161,11 @@ func TestHeartbeatLateWakeUp(t *testing.T) {
 		h := heartbeat{interval: interval, timeout: timeout}
 		lastRead := origin
 		now := origin.Add(interval)
-		if b, _ := h.next(now, lastRead, false); b != beatProbe {
+		if b, _ := h.next(now, lastRead, 0); b != beatProbe {
 			t.Fatalf("first wake-up = %v, want a probe", b)
 		}
 		now = now.Add(2 * time.Second) // frozen well past the timeout
-		b, wait := h.next(now, lastRead, false)
+		b, wait := h.next(now, lastRead, 0)
 		if b != beatWait || wait <= 0 || wait > timeout {
 			t.Fatalf("late wake-up = %v after %v, want a short re-check", b, wait)
 		}
@@ -153,7 +173,7 @@ func TestHeartbeatLateWakeUp(t *testing.T) {
 			lastRead = now.Add(time.Millisecond) // the reader drains the pong
 		}
 		now = now.Add(wait)
-		b, _ = h.next(now, lastRead, false)
+		b, _ = h.next(now, lastRead, 0)
 		if answered && b == beatDead {
 			t.Errorf("declared dead although the pong was read during the re-check")
 		}
@@ -161,4 +181,99 @@ func TestHeartbeatLateWakeUp(t *testing.T) {
 			t.Errorf("re-check of a silent connection = %v, want dead", b)
 		}
 	}
+}
+
+// TestHeartbeatSlowDrain: a reader works through a backlog it read in one go,
+// each message blocking it on a slow app, and no byte arrives meanwhile (the
+// peer is gone, or its answers wait behind the backlog). Whether the wake-ups
+// find the reader busy or between two messages, the connection is declared
+// dead only after a probe followed by a whole PingTimeout in which the reader
+// neither handed a message over nor was in the middle of one, that is waited
+// on a silent socket; and once the reader stops for good, within PingInterval
+// + PingTimeout of its last message.
+func TestHeartbeatSlowDrain(t *testing.T) {
+	origin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	const (
+		interval = 100 * time.Millisecond
+		timeout  = 50 * time.Millisecond
+		phases   = 7
+	)
+	for _, period := range []time.Duration{3 * time.Millisecond, 40 * time.Millisecond, 49 * time.Millisecond,
+		51 * time.Millisecond, 120 * time.Millisecond, 400 * time.Millisecond} {
+		for ph := range phases {
+			// The phase moves the wake-ups across the quarter of each period
+			// the reader spends between two messages.
+			r := drainReader{start: origin.Add(time.Duration(ph) * period / phases), period: period, messages: 40}
+			name := fmt.Sprintf("period %v phase %d/%d", period, ph, phases)
+			checkDrain(t, name, origin, r, interval, timeout)
+		}
+	}
+}
+
+// drainReader is in Handler.Message during the first three quarters of each
+// period from start, for messages periods.
+type drainReader struct {
+	start    time.Time
+	period   time.Duration
+	messages int64
+}
+
+func (r drainReader) busyFor() time.Duration { return r.period - r.period/4 }
+
+func (r drainReader) lastDone() time.Time {
+	return r.start.Add(time.Duration(r.messages-1)*r.period + r.busyFor())
+}
+
+// progressAt is the reader's progress word at instant at.
+func (r drainReader) progressAt(at time.Time) readerProgress {
+	if at.Before(r.start) {
+		return 0
+	}
+	i := int64(at.Sub(r.start) / r.period)
+	if i >= r.messages {
+		return readerProgress(2 * r.messages)
+	}
+	if at.Sub(r.start)-time.Duration(i)*r.period < r.busyFor() {
+		return readerProgress(2*i + 1)
+	}
+	return readerProgress(2 * (i + 1))
+}
+
+// waitedBetween reports whether the reader was never in Handler.Message
+// between a and b, bounds included.
+func (r drainReader) waitedBetween(a, b time.Time) bool {
+	for i := range r.messages {
+		from := r.start.Add(time.Duration(i) * r.period)
+		if !from.After(b) && from.Add(r.busyFor()).After(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDrain drives a heartbeat the way the serve loop does over r, with no
+// bytes arriving after origin.
+func checkDrain(t *testing.T, name string, origin time.Time, r drainReader, interval, timeout time.Duration) {
+	t.Helper()
+	h := heartbeat{interval: interval, timeout: timeout, woke: origin}
+	now := origin.Add(interval) // the serve loop's first wake-up
+	var probeAt time.Time
+	for range 10000 {
+		action, wait := h.next(now, origin, r.progressAt(now))
+		switch action {
+		case beatProbe:
+			probeAt = now
+		case beatDead:
+			switch {
+			case now.Sub(probeAt) < timeout || !r.waitedBetween(probeAt, now):
+				t.Errorf("%s: dead at +%v, after a probe at +%v, though the reader was busy in between",
+					name, now.Sub(origin), probeAt.Sub(origin))
+			case now.After(r.lastDone()) && now.Sub(r.lastDone()) > interval+timeout:
+				t.Errorf("%s: dead %v after the last message, want within %v", name, now.Sub(r.lastDone()), interval+timeout)
+			}
+			return
+		}
+		now = now.Add(wait)
+	}
+	t.Errorf("%s: never declared dead after the reader stopped", name)
 }

@@ -28,13 +28,13 @@ func (c *Client) serve(ctx context.Context, conn *Conn) error {
 	cctx, cancel := context.WithCancel(ctx)
 	events := make(chan connEvent, 2) // at most one confirmation and one end
 	restored := make(chan error, 1)
-	var busy atomic.Bool
+	var progress atomic.Uint64 // a readerProgress
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); c.read(conn, events, &busy) }()
+	go func() { defer wg.Done(); c.read(conn, events, &progress) }()
 	go func() { defer wg.Done(); restored <- c.opts.Handler.Restore(cctx, conn) }()
 
-	confirmed, err := c.watch(ctx, conn, events, restored, &busy)
+	confirmed, err := c.watch(ctx, conn, events, restored, &progress)
 	cancel()
 	conn.ws.Close(ws.StatusNormalClosure, "") // no-op when already closing
 	<-conn.ws.Done()                          // bounded by wsconn's CloseWait
@@ -54,8 +54,8 @@ func (c *Client) serve(ctx context.Context, conn *Conn) error {
 // result, heartbeat. It returns whether the connection was confirmed and why it
 // ended.
 func (c *Client) watch(ctx context.Context, conn *Conn, events <-chan connEvent,
-	restored <-chan error, busy *atomic.Bool) (bool, error) {
-	hb := heartbeat{interval: c.opts.PingInterval, timeout: c.opts.PingTimeout}
+	restored <-chan error, progress *atomic.Uint64) (bool, error) {
+	hb := heartbeat{interval: c.opts.PingInterval, timeout: c.opts.PingTimeout, woke: time.Now()}
 	hbTimer := newTimer(hb.interval)
 	defer hbTimer.stop()
 	stable := newTimer(0)
@@ -92,7 +92,10 @@ func (c *Client) watch(ctx context.Context, conn *Conn, events <-chan connEvent,
 		case <-stable.c():
 			confirm()
 		case <-hbTimer.c():
-			action, next := hb.next(time.Now(), conn.ws.LastRead(), busy.Load())
+			// Progress first: a message handed over between the two loads
+			// then counts as moved at the next wake-up, not lost.
+			p := readerProgress(progress.Load())
+			action, next := hb.next(time.Now(), conn.ws.LastRead(), p)
 			switch action {
 			case beatDead:
 				conn.ws.Abort()
@@ -105,12 +108,27 @@ func (c *Client) watch(ctx context.Context, conn *Conn, events <-chan connEvent,
 	}
 }
 
-// read is the connection's reader goroutine.
-func (c *Client) read(conn *Conn, events chan<- connEvent, busy *atomic.Bool) {
+// flusher is a Handler that may hold back what Message gave it while more
+// messages wait in the read buffer, to pass them on together (proxy.Session
+// does, to the app socket). The reader calls Flush before every read that may
+// wait for the socket, and before it stops, so nothing is held back while
+// tether waits. Like Message, Flush may block: that is backpressure too.
+type flusher interface {
+	Flush(c *Conn)
+}
+
+// read is the connection's reader goroutine. It marks each message it hands to
+// the Handler in progress (readerProgress), so the heartbeat does not take time
+// spent blocked on the app for silence; a Flush counts as a message.
+func (c *Client) read(conn *Conn, events chan<- connEvent, progress *atomic.Uint64) {
 	confirm := c.opts.Confirm
+	flush := flushFunc(c.opts.Handler, conn, progress)
 	for {
-		op, data, err := conn.ws.ReadMessage()
+		op, data, err := conn.ws.ReadMessageFlushing(flush)
 		if err != nil {
+			if flush != nil {
+				flush()
+			}
 			events <- connEvent{err: readError(err)}
 			return
 		}
@@ -121,10 +139,28 @@ func (c *Client) read(conn *Conn, events chan<- connEvent, busy *atomic.Bool) {
 			events <- connEvent{confirmed: true}
 			confirm = nil
 		}
-		busy.Store(true)
+		progress.Add(1) // busy
 		c.opts.Handler.Message(conn, op, data)
-		conn.ws.Touch() // time spent blocked on the app was not silence
-		busy.Store(false)
+		progress.Add(1) // one more message handed over, not busy
+	}
+}
+
+// flushFunc returns the call of h's Flush for conn, marked in progress like
+// a message (Flush may block on the app), or nil when h has none. It is
+// built here, not in read, to keep read's frame small: the reader of an
+// idle connection parks at the bottom of a deep call chain, and a larger
+// frame there took its stack from 2 to 4 KiB, on every connection.
+//
+//go:noinline
+func flushFunc(h Handler, conn *Conn, progress *atomic.Uint64) func() {
+	fl, ok := h.(flusher)
+	if !ok {
+		return nil
+	}
+	return func() {
+		progress.Add(1)
+		fl.Flush(conn)
+		progress.Add(1)
 	}
 }
 

@@ -305,6 +305,9 @@ func FuzzPath(f *testing.F) {
 			return
 		}
 		want, wantOK := refInt(r.Type == gjson.Number, r.Raw)
+		if r.Type == gjson.String {
+			want, wantOK = refQuotedInt(r.Str)
+		}
 		if ok != wantOK || n != want {
 			t.Fatalf("Int(%q) on %q = %d, %v; Get found %q, so want %d, %v", path, data, n, ok, r.Raw, want, wantOK)
 		}
@@ -329,6 +332,20 @@ func refInt(isNumber bool, raw string) (int64, bool) {
 	}
 	i := r.Num()
 	if i.Cmp(minInt64) < 0 || i.Cmp(maxInt64) > 0 {
+		return 0, false
+	}
+	return i.Int64(), true
+}
+
+var quotedInt = regexp.MustCompile(`^-?[0-9]+$`)
+
+// refQuotedInt is Path.Int's contract for a JSON string, computed with big.Int.
+func refQuotedInt(s string) (int64, bool) {
+	if !quotedInt.MatchString(s) {
+		return 0, false
+	}
+	i, ok := new(big.Int).SetString(s, 10)
+	if !ok || i.Cmp(minInt64) < 0 || i.Cmp(maxInt64) > 0 {
 		return 0, false
 	}
 	return i.Int64(), true

@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -48,16 +49,22 @@ func (p Path) Get(data []byte) gjson.Result {
 	return gjson.GetBytes(data, p.s)
 }
 
-// Int returns the integer at p. The value must be a JSON number, not a
-// string, whose exact value is an integer within the int64 range: 42, -7,
-// 42.0 and 4.2e1 qualify; 42.5, 1e19 and "42" do not. Deciding on the exact
-// decimal value, not a float64, keeps sequence numbers above 2^53 exact.
+// Int returns the integer at p. The value must be a JSON number whose exact
+// value is an integer within the int64 range (42, -7, 42.0 and 4.2e1
+// qualify; 42.5 and 1e19 do not), or a JSON string holding only decimal
+// digits with an optional leading minus ("42", "-7"; not "+42", " 42",
+// "4.2e1" or ""), the form SSE event ids and quoted numbers take. Deciding
+// on the exact decimal value, not a float64, keeps sequence numbers above
+// 2^53 exact.
 func (p Path) Int(data []byte) (int64, bool) {
 	if p.s == "" {
 		return 0, false
 	}
-	// The string view is safe: only r.Raw is read, before returning.
+	// The string view is safe: only r.Raw and r.Str are read, before returning.
 	r := gjson.Get(bytesString(data), p.s)
+	if r.Type == gjson.String {
+		return DecimalString(r.Str)
+	}
 	if r.Type != gjson.Number {
 		return 0, false
 	}
@@ -173,4 +180,28 @@ func closerOf(c byte) byte {
 		return ']'
 	}
 	return '}'
+}
+
+// DecimalString parses s when it is only decimal digits with an optional
+// leading minus, within the int64 range: the strict form of a quoted
+// integer. Anything else (a sign +, spaces, a fraction, an exponent, an
+// empty string) is not a number here.
+func DecimalString(s string) (int64, bool) {
+	digits := s
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false // out of range
+	}
+	return n, true
 }

@@ -37,6 +37,35 @@ func BenchmarkSend(b *testing.B) {
 	}
 }
 
+// BenchmarkSendBatch is BenchmarkSend with the messages queued in batches of
+// up to 16 KiB (what the proxy gathers while more upstream messages wait in
+// its read buffer): one lock and one wake-up per batch instead of per message.
+func BenchmarkSendBatch(b *testing.B) {
+	for _, size := range []int{64, 1 << 10, 16 << 10} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			srv, cli := bothSides(b, wsconn.Options{}, wsconn.Options{})
+			payload := pattern(0, size)
+			read := countMessages(cli, b.N)
+			ctx := context.Background()
+			var batch wsconn.Batch
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				srv.Append(&batch, ws.OpBinary, payload)
+				if batch.Bytes() >= 16<<10 || i == b.N-1 {
+					if err := srv.SendBatch(ctx, &batch); err != nil {
+						b.Fatalf("SendBatch: %v", err)
+					}
+				}
+			}
+			if err := <-read; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // countMessages reads n messages on its own goroutine and reports how that went.
 func countMessages(c *wsconn.Conn, n int) <-chan error {
 	done := make(chan error, 1)

@@ -55,6 +55,11 @@ type Conn struct {
 	ctl     [125]byte
 	msg     []byte
 	readErr error
+	// ahead is the header of the next frame, of aheadN bytes, when that
+	// frame sits whole and plain in the read buffer (readWhole); aheadN is 0
+	// when unknown.
+	ahead  ws.Header
+	aheadN int
 
 	// lastRead is the monotonic time (nanoseconds since epoch) of the last frame
 	// header read, for heartbeats.
@@ -169,10 +174,6 @@ func (a *arrivals) Read(p []byte) (int, error) {
 // LastRead reports when bytes last arrived from the peer (a frame of any kind,
 // or part of one).
 func (c *Conn) LastRead() time.Time { return epoch.Add(time.Duration(c.lastRead.Load())) }
-
-// Touch marks the connection as alive now. The owner calls it after it stops
-// holding back reads (backpressure), so time spent not reading is not silence.
-func (c *Conn) Touch() { c.lastRead.Store(monotonic()) }
 
 // Done is closed once the writer has exited and the socket is closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }

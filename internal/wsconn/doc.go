@@ -11,22 +11,30 @@
 //     enforces MaxMessageBytes (close 1009), validates UTF-8 of text (close 1007) and
 //     the framing rules (close 1002), and handles control frames itself: a ping
 //     queues a pong to the writer, a close is echoed and returned as *CloseError.
+//     A message that is one frame sitting whole in the read buffer (most of a
+//     burst) is returned in place, without copying. MessageBuffered tells whether
+//     the next message is already there, and ReadMessageFlushing calls a function
+//     before any read that may wait: a reader that batches what it forwards
+//     passes its batch on then.
 //   - Writing: every frame, data or control, is written by the connection's single
 //     writer goroutine. Send encodes the message straight into the queue (pooled
 //     buffers of whole frames, under one lock), so callers may reuse theirs and a
 //     message costs one copy and no channel operation; the queue is bounded by
 //     QueueBytes and Send blocks beyond it, which is how backpressure reaches the
-//     caller. The writer takes the whole queue at once and writes it segment by
-//     segment (64 KiB), a ping or pong going ahead of the next segment, and sleeps
-//     when nothing is queued: sparse traffic costs one write per message, a
-//     backlog is written in large writes.
+//     caller. Append and SendBatch queue many messages under one lock, for a
+//     reader forwarding a burst. The writer takes the whole queue at once and
+//     writes it segment by segment (64 KiB), a ping or pong going ahead of the
+//     next segment, and sleeps when nothing is queued: sparse traffic costs one
+//     write per message, a backlog is written in large writes.
 //   - Memory: on a plain socket (TCP, Unix) the read buffer is taken from a pool
 //     while bytes arrive and given back before the reader waits, and the write
 //     buffers only exist while something is queued, so an idle connection holds
 //     neither. A TLS socket keeps an 8 KiB read buffer.
 //
-// Concurrency contract: ReadMessage must be called from one goroutine at a time (the
-// connection's reader). Send, Ping, Close, Abort, LastRead, Done and Err are safe for
-// concurrent use. The writer goroutine is owned by the Conn: it ends after Close has
-// finished its handshake or after Abort, and Done is closed when it has.
+// Concurrency contract: ReadMessage, ReadMessageFlushing and MessageBuffered must be
+// called from one goroutine at a time (the connection's reader). Send, SendBatch,
+// Append, Ping, Close, Abort, LastRead, Done and Err are safe for concurrent use; a
+// Batch itself belongs to one goroutine at a time. The writer goroutine is owned by
+// the Conn: it ends after Close has finished its handshake or after Abort, and Done
+// is closed when it has.
 package wsconn

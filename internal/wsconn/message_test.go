@@ -312,15 +312,6 @@ func TestLastReadAdvancesOnAnyFrame(t *testing.T) {
 	})
 }
 
-func TestTouchAdvancesLastRead(t *testing.T) {
-	srv, _ := serverSide(t, wsconn.Options{})
-	now := time.Now()
-	srv.Touch()
-	if got := srv.LastRead(); got.Before(now) {
-		t.Fatalf("LastRead %v after Touch is before %v", got, now)
-	}
-}
-
 // Several goroutines Send at once in both directions while readers read: every
 // message arrives whole, and each sender's messages in its order.
 func TestConcurrentSenders(t *testing.T) {

@@ -1,8 +1,11 @@
 package wsconn
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
@@ -22,17 +25,78 @@ const readChunk = 64 << 10
 // *CloseError; after a framing or limit violation, *ProtocolError (tether has
 // sent the matching close frame); after a socket error, that error. Every later
 // call returns the same error.
-func (c *Conn) ReadMessage() (ws.OpCode, []byte, error) {
+func (c *Conn) ReadMessage() (ws.OpCode, []byte, error) { return c.ReadMessageFlushing(nil) }
+
+// ReadMessageFlushing is ReadMessage for a reader that holds back what it read
+// to pass it on in batches (SendBatch): unless the next message already sits
+// whole in the read buffer (MessageBuffered), it calls flush, when not nil,
+// before it reads from the socket, so the reader never sits on messages while
+// it waits. flush runs on the calling goroutine and may block.
+func (c *Conn) ReadMessageFlushing(flush func()) (op ws.OpCode, p []byte, err error) {
 	if c.readErr != nil {
 		return 0, nil, c.readErr
 	}
-	op, err := c.readMessage()
+	op, p, done, err := c.readWhole()
+	if !done {
+		if flush != nil && !c.MessageBuffered() {
+			flush()
+		}
+		c.aheadN = 0 // the general path reads through the buffer
+		op, err = c.readMessage()
+		p = c.msg
+	}
 	if err != nil {
 		c.readErr = err
 		c.readFailed(err)
 		return 0, nil, err
 	}
-	return op, c.msg, nil
+	return op, p, nil
+}
+
+// readWhole returns the next message in place, without copying it out of the
+// read buffer, when it is one frame that already sits whole there and breaks
+// no rule: the common case of a burst of small messages, where the general
+// path's reads of header and payload through the buffer cost more than the
+// message itself. done is false, with nothing consumed, when the general path
+// must read it.
+func (c *Conn) readWhole() (op ws.OpCode, p []byte, done bool, err error) {
+	b := c.bufferedBytes()
+	h, n := c.ahead, c.aheadN
+	if n == 0 {
+		var ok bool
+		if h, n, ok = c.wholeFrame(b); !ok {
+			return 0, nil, false, nil
+		}
+	}
+	p = b[n : n+int(h.Length)]
+	c.consume(n + len(p))
+	c.ahead, c.aheadN, _ = c.wholeFrame(b[n+len(p):])
+	if h.Masked {
+		ws.Cipher(p, h.Mask, 0)
+	}
+	if h.OpCode == ws.OpText && !utf8.Valid(p) {
+		return 0, nil, true, c.protocolError(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in text message")
+	}
+	return h.OpCode, p, true, nil
+}
+
+// wholeFrame returns the header of the frame at the start of b when the frame
+// is whole in b and plain (plainFrame); n is 0 otherwise. Looking at the next
+// frame as soon as one is consumed, while it is in the cache, serves both
+// MessageBuffered and the next readWhole.
+func (c *Conn) wholeFrame(b []byte) (h ws.Header, n int, ok bool) {
+	h, n, ok = peekHeader(b)
+	if !ok || !c.plainFrame(h) || h.Length > int64(len(b)-n) {
+		return ws.Header{}, 0, false
+	}
+	return h, n, true
+}
+
+// plainFrame reports whether h is a whole text or binary message that
+// checkHeader accepts.
+func (c *Conn) plainFrame(h ws.Header) bool {
+	return h.Fin && h.Rsv == 0 && h.Masked != c.opts.Client &&
+		(h.OpCode == ws.OpText || h.OpCode == ws.OpBinary) && h.Length <= c.opts.MaxMessageBytes
 }
 
 func (c *Conn) readMessage() (ws.OpCode, error) {
@@ -214,4 +278,93 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// MessageBuffered reports whether a whole message already waits in the read
+// buffer, so that the next ReadMessage returns it without waiting for the
+// socket. Only the reader may call it. A reader that holds back what it read
+// to pass it on in batches (SendBatch) asks before each read, and passes its
+// batch on first when the answer is false: it must not sit on messages while
+// it waits. False may also mean "hard to tell" (a message in many fragments),
+// never that the read is certain to wait.
+func (c *Conn) MessageBuffered() bool {
+	if c.aheadN > 0 {
+		return true // the common case, decided when the last message was read
+	}
+	b := c.bufferedBytes()
+	for range maxPeekFrames {
+		h, n, ok := peekHeader(b)
+		if !ok || h.Length > int64(len(b)-n) {
+			return false
+		}
+		if h.Fin && !h.OpCode.IsControl() {
+			return true
+		}
+		b = b[n+int(h.Length):]
+	}
+	return false
+}
+
+// maxPeekFrames bounds the frames MessageBuffered looks through: control
+// frames and fragments in between are rare, and the look must stay cheap.
+const maxPeekFrames = 4
+
+// bufferedBytes returns what the read buffer holds, unread.
+func (c *Conn) bufferedBytes() []byte {
+	switch r := c.br.(type) {
+	case *sockReader:
+		return r.buffered()
+	case *bufio.Reader:
+		b, _ := r.Peek(r.Buffered()) // within what is buffered: reads nothing
+		return b
+	}
+	return nil
+}
+
+// consume drops n bytes of what bufferedBytes returned, read in place. They
+// stay where they are until the next read from the buffer.
+func (c *Conn) consume(n int) {
+	switch r := c.br.(type) {
+	case *sockReader:
+		r.consume(n)
+	case *bufio.Reader:
+		_, _ = r.Discard(n) // buffered: cannot fail
+	}
+}
+
+// peekHeader parses the frame header at the start of b (RFC 6455 §5.2) and
+// returns it with its size. ok is false when b does not hold a whole header,
+// or holds one that gobwas' ReadHeader refuses (a length with the top bit
+// set): the general path then reads it and reports what is wrong.
+func peekHeader(b []byte) (h ws.Header, n int, ok bool) {
+	if len(b) < 2 {
+		return h, 0, false
+	}
+	h.Fin, h.Rsv, h.OpCode = b[0]&0x80 != 0, (b[0]&0x70)>>4, ws.OpCode(b[0]&0x0f)
+	h.Masked = b[1]&0x80 != 0
+	h.Length, n = int64(b[1]&0x7f), 2
+	switch h.Length {
+	case 126:
+		if len(b) < 4 {
+			return h, 0, false
+		}
+		h.Length, n = int64(binary.BigEndian.Uint16(b[2:4])), 4
+	case 127:
+		if len(b) < 10 {
+			return h, 0, false
+		}
+		u := binary.BigEndian.Uint64(b[2:10])
+		if u > math.MaxInt64 {
+			return h, 0, false
+		}
+		h.Length, n = int64(u), 10
+	}
+	if h.Masked {
+		if len(b) < n+4 {
+			return h, 0, false
+		}
+		copy(h.Mask[:], b[n:n+4])
+		n += 4
+	}
+	return h, n, true
 }

@@ -12,3 +12,7 @@ type sockReader struct{}
 func newSockReader(*Conn, net.Conn, []byte) *sockReader { return nil }
 
 func (*sockReader) Read([]byte) (int, error) { return 0, nil }
+
+func (*sockReader) buffered() []byte { return nil }
+
+func (*sockReader) consume(int) {}

@@ -69,6 +69,26 @@ func (s *sockReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// buffered returns the bytes read and not consumed yet.
+func (s *sockReader) buffered() []byte {
+	if len(s.early) > 0 {
+		return s.early
+	}
+	if s.buf == nil {
+		return nil
+	}
+	return s.buf.b[s.r:s.w]
+}
+
+// consume drops n of the bytes buffered returned.
+func (s *sockReader) consume(n int) {
+	if len(s.early) > 0 {
+		s.early = s.early[n:]
+		return
+	}
+	s.r += n
+}
+
 // fill reads into the (pooled) buffer, waiting for at least one byte.
 func (s *sockReader) fill() error {
 	s.r, s.w = 0, 0

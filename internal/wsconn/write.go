@@ -15,6 +15,20 @@ import (
 // connection closes.
 func (c *Conn) Send(ctx context.Context, op ws.OpCode, p []byte) error {
 	n := int64(len(p))
+	if err := c.lockRoom(ctx, n); err != nil {
+		return err
+	}
+	c.queued += n
+	c.appendLocked(op, p).data += n
+	c.kickLocked()
+	c.mu.Unlock()
+	return nil
+}
+
+// lockRoom waits until n more bytes of data may be queued, and returns with c.mu
+// held; or, with c.mu not held, the error that ends the wait. An empty queue takes
+// any n, so one message larger than QueueBytes still goes through.
+func (c *Conn) lockRoom(ctx context.Context, n int64) error {
 	for {
 		if c.closing.Load() {
 			return ErrClosed
@@ -25,10 +39,6 @@ func (c *Conn) Send(ctx context.Context, op ws.OpCode, p []byte) error {
 			return ErrClosed
 		}
 		if c.queued == 0 || c.queued+n <= c.opts.QueueBytes {
-			c.queued += n
-			c.appendLocked(op, p).data += n
-			c.kickLocked()
-			c.mu.Unlock()
 			return nil
 		}
 		c.waiting = true
