@@ -26,9 +26,10 @@ const maxHandshakeBytes = 16 << 10
 // closed (see closeRefused).
 const refusalLinger = 500 * time.Millisecond
 
-// handle serves one accepted app connection from handshake to close.
-func (s *Server) handle(nc net.Conn) {
-	sess := s.newSession(nc)
+// handleWebSocket serves one WebSocket app (ws or unix listener) from
+// handshake to close.
+func (s *Server) handleWebSocket(nc net.Conn, kind ListenerKind) {
+	sess := s.newSession(kind)
 	if ok, answered := sess.handshake(nc); !ok {
 		if answered {
 			closeRefused(nc)
@@ -53,8 +54,10 @@ func (s *Server) handle(nc net.Conn) {
 //
 // The request must arrive whole within HandshakeTimeout, however slowly its
 // bytes trickle in (slowloris), and within maxHandshakeBytes. Host and Origin
-// are checked as their headers are read (browser.go), so a refused request
-// never reaches the upstream. answered reports a refusal tether wrote.
+// are checked as their headers are read (browser.go), and with
+// TETHER_FORWARD_PATH the request path is joined onto the upstream URL as
+// the request line is read (forward.go), so a refused request never reaches
+// the upstream. answered reports a refusal tether wrote.
 func (sess *Session) handshake(nc net.Conn) (ok, answered bool) {
 	s := sess.srv
 	_ = nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
@@ -73,19 +76,40 @@ func (sess *Session) handshake(nc net.Conn) (ok, answered bool) {
 		QueueBytes:      s.opts.DownstreamBufferBytes,
 	})
 	close(sess.appReady)
-	sess.log.Info("app connected", zap.Stringer("remote", nc.RemoteAddr()),
-		zap.Strings("protocols", sess.protocols))
+	fields := []zap.Field{zap.String("remote", remoteAddr(nc)), zap.Strings("protocols", sess.protocols)}
+	if sess.upstreamURL != "" {
+		// The path only: a query may carry credentials.
+		fields = append(fields, zap.String("upstream_path", upstreamPath(sess.upstreamURL)))
+	}
+	sess.log.Info("app connected", fields...)
 	return true, false
 }
 
 // upgrader returns the gobwas callbacks of one handshake, in the order gobwas
-// calls them: Host and Origin as their headers are read, the offered
-// subprotocols, then, once the request is complete, admission and the first
-// dial. A callback that refuses stores its Reject* reason in *refusal.
+// calls them: the request path (TETHER_FORWARD_PATH), Host and Origin as
+// their headers are read, the offered subprotocols, then, once the request
+// is complete, admission and the first dial. A callback that refuses stores
+// its Reject* reason in *refusal.
+//
+// On a unix socket any Host is accepted: the Host check stops DNS
+// rebinding, a browser reaching 127.0.0.1 under a foreign name, and no
+// browser can open a unix socket (clients send "localhost", the socket path
+// or anything else there). The Origin check stays: a reverse proxy in front
+// of the socket may pass a web page's handshake through.
 func (sess *Session) upgrader(nc net.Conn, refusal *string) ws.Upgrader {
 	s := sess.srv
 	return ws.Upgrader{
+		OnRequest: func(uri []byte) error {
+			err := sess.forwardPath(uri)
+			if err != nil {
+				*refusal = RejectPath
+			}
+			return err
+		},
 		OnHost: func(host []byte) error {
+			if sess.kind == ListenerUnix {
+				return nil
+			}
 			err := s.guard.checkHost(host, nc.LocalAddr())
 			if err != nil {
 				*refusal = RejectHost
@@ -200,22 +224,30 @@ func closeRefused(nc net.Conn) {
 // dial: connected → accept with the upstream's subprotocol; permanent failure →
 // refuse with 502; anything else → accept, queue and keep dialling.
 func (sess *Session) dialFirst() (ws.HandshakeHeader, error) {
+	r, answered := sess.firstDial()
+	switch {
+	case answered && r.Err == nil:
+		sess.setAppProtocol(r.Protocol)
+		return protocolHeader(r.Protocol), nil
+	case answered && r.Permanent:
+		return nil, ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadGateway),
+			ws.RejectionReason(oneLine(fmt.Sprintf("upstream refused the connection: %v", r.Err))))
+	}
+	return sess.pinProtocol(), nil
+}
+
+// firstDial starts the upstream client and waits up to AcceptWait for the
+// result of its first dial; answered is false when the wait ran out.
+func (sess *Session) firstDial() (r upstream.DialResult, answered bool) {
 	sess.startClient()
 	t := time.NewTimer(sess.srv.opts.AcceptWait)
 	defer t.Stop()
 	select {
-	case r := <-sess.client.First():
-		switch {
-		case r.Err == nil:
-			sess.setAppProtocol(r.Protocol)
-			return protocolHeader(r.Protocol), nil
-		case r.Permanent:
-			return nil, ws.RejectConnectionError(ws.RejectionStatus(http.StatusBadGateway),
-				ws.RejectionReason(oneLine(fmt.Sprintf("upstream refused the connection: %v", r.Err))))
-		}
+	case r = <-sess.client.First():
+		return r, true
 	case <-t.C:
+		return upstream.DialResult{}, false
 	}
-	return sess.pinProtocol(), nil
 }
 
 // pinProtocol answers an app accepted before the upstream did. An app that

@@ -24,6 +24,13 @@ import (
 // as well. Both answer 403: the request is understood and refused, and 421
 // (Misdirected Request) would invite clients to retry it on another connection
 // (RFC 9110 §15.5.20), which cannot help.
+//
+// An sse:// listener applies both checks to its requests (listener_sse.go).
+// CORS keeps a foreign page from reading a response that does not allow
+// it, but the request would still start a session and a dial with the
+// upstream credentials; browsers send Origin on a cross-origin EventSource
+// request, and a rebinding page, same-origin as far as its browser knows,
+// sends none, which is what the Host check is for.
 
 // AnyOrigin, alone in Options.AllowedOrigins, accepts every Origin.
 const AnyOrigin = "*"

@@ -41,12 +41,14 @@ func TestSlowHandshakeCutOff(t *testing.T) {
 				o.Metrics = m
 				o.HandshakeTimeout = handshakeTimeout
 			})
+			// The clock starts before the dial: tether's deadline starts
+			// when it accepts, which can come before Dial returns here.
+			start := time.Now()
 			nc, err := net.Dial("tcp", e.addr())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer nc.Close()
-			start := time.Now()
 			if tt.trickle {
 				trickle(t, nc, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: "+strings.Repeat("a", 1<<10), handshakeTimeout/20)
 			}

@@ -52,9 +52,15 @@ func (c *counts) await(t *testing.T, key string, want int) {
 	}
 }
 
-func (c *counts) SessionStarted()            { c.add("session started", 1) }
-func (c *counts) SessionEnded()              { c.add("session ended", 1) }
-func (c *counts) Message(d string)           { c.add("message "+d, 1) }
+// Sessions and messages are counted under their plain name and, with the
+// listener kind, under "session started tcp", "message app_to_upstream tcp".
+func (c *counts) SessionStarted(l string) {
+	c.add("session started", 1)
+	c.add("session started "+l, 1)
+}
+func (c *counts) SessionEnded(l string)      { c.add("session ended", 1); c.add("session ended "+l, 1) }
+func (c *counts) Message(d, l string)        { c.add("message "+d, 1); c.add("message "+d+" "+l, 1) }
+func (c *counts) AppDropped(r string)        { c.add("app dropped "+r, 1) }
 func (c *counts) DroppedFromOutbox(n int)    { c.add("outbox dropped", n) }
 func (c *counts) HandshakeRejected(r string) { c.add("rejected "+r, 1) }
 func (c *counts) DrainStarted()              { c.add("drain started", 1) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +44,34 @@ type Options struct {
 	// AllowedHosts are Host names accepted besides loopback names
 	// (localhost, *.localhost, 127.0.0.0/8, ::1) and the IP address the app
 	// connected to: the host of TETHER_LISTEN when it is a name. Any other
-	// Host is refused with 403 (DNS rebinding).
+	// Host is refused with 403 (DNS rebinding). Not checked on unix
+	// listeners (ListenerUnix).
 	AllowedHosts []string
+
+	// TCPBinary is what tcp:// apps get for a binary upstream message
+	// (TETHER_TCP_BINARY): base64 by default.
+	TCPBinary BinaryPolicy
+	// TCPNewline is what tcp:// apps get for an upstream text message
+	// holding CR or LF (TETHER_TCP_NEWLINE): space by default.
+	TCPNewline NewlinePolicy
+	// ForwardPath joins each WebSocket app's request path and query onto
+	// Upstream.URL (TETHER_FORWARD_PATH, rules in forward.go); a path that
+	// cannot be joined is refused with 400. tcp:// apps have no path, and an
+	// sse:// listener serves one fixed path.
+	ForwardPath bool
+	// SSELinger is how long an sse:// session outlives its app's request
+	// (TETHER_SSE_LINGER), keeping its upstream connection and its events,
+	// so that the app's EventSource, which reconnects by itself with the
+	// id of the last event it got, resumes it with nothing lost or
+	// repeated. 0: the session ends with the request, and a reconnecting
+	// app gets a new session announced by a tether-gap event.
+	SSELinger time.Duration
 }
+
+// DefaultSSEKeepAlive is how long an sse:// stream may stay silent before
+// tether writes a keep-alive comment, when the upstream heartbeat is off
+// (Upstream.PingInterval 0); otherwise the heartbeat's interval is used.
+const DefaultSSEKeepAlive = 15 * time.Second
 
 // DefaultHandshakeTimeout bounds reading an app's handshake request, so a client
 // that opens a socket and sends nothing (slowloris) does not hold a slot.
@@ -61,11 +87,20 @@ type Server struct {
 	nextID atomic.Uint64
 	rules  ruleSet       // Options.Rules, compiled
 	guard  *browserGuard // Options.AllowedOrigins and AllowedHosts, compiled
-	totals restoreTotals // RestoreCounters
+	// forwardBase is Upstream.URL parsed, with Options.ForwardPath; nil
+	// without: every session dials the URL as configured.
+	forwardBase *url.URL
+	totals      restoreTotals // RestoreCounters
+	// sseJSON: upstream messages are SSE events as JSON objects, which
+	// sse:// apps get back as events of the upstream's type.
+	sseJSON bool
+	// readOnly: the upstream is SSE and takes no messages; apps' are dropped.
+	readOnly bool
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*Session]struct{}
+	sseTokens map[string]*Session // sse:// sessions by token, lingering ones included
 	draining  bool
 	wg        sync.WaitGroup // accept loops and connection handlers
 }
@@ -88,6 +123,12 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	var base *url.URL
+	if opts.ForwardPath {
+		if base, err = parseForwardBase(opts.Upstream.URL); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -98,14 +139,40 @@ func New(opts Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: newRuleSet(opts.Rules), guard: guard,
-		listeners: map[net.Listener]struct{}{},
-		sessions:  map[*Session]struct{}{},
+		forwardBase: base,
+		sseJSON:     sseJSONUpstream(opts.Upstream),
+		readOnly:    readOnlyUpstream(opts.Upstream),
+		listeners:   map[net.Listener]struct{}{},
+		sessions:    map[*Session]struct{}{},
+		sseTokens:   map[string]*Session{},
 	}, nil
 }
 
-// Serve accepts app connections on ln until Shutdown closes it. It returns nil
-// after Shutdown, or the accept error that stopped it.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts WebSocket apps on ln until Shutdown closes it: ServeKind(ln,
+// ListenerWS).
+func (s *Server) Serve(ln net.Listener) error { return s.ServeKind(ln, ListenerWS) }
+
+// ServeKind accepts apps speaking kind on ln until Shutdown closes it. It
+// returns nil after Shutdown, or the accept error that stopped it. Several
+// listeners, of any kinds, may be served at once: they share the server's
+// options, sessions and MaxSessions. An unknown kind is an error, and ln is
+// closed.
+//
+// ln is the caller's, ready to accept: a unix listener's socket file, its
+// mode and a stale file left by a previous run are the caller's to handle.
+// An sse:// listener answers on the path of an *SSEListener, "/" for
+// another listener.
+func (s *Server) ServeKind(ln net.Listener, kind ListenerKind) error {
+	if !kind.valid() {
+		_ = ln.Close()
+		return errUnknownKind(kind)
+	}
+	if kind == ListenerSSE {
+		if err := checkSSEPath(ssePath(ln)); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
@@ -116,11 +183,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
-	return s.acceptLoop(ln)
+	if kind == ListenerSSE {
+		return s.serveSSE(ln, ssePath(ln))
+	}
+	return s.acceptLoop(ln, kind)
 }
 
 // acceptLoop backs off on temporary accept errors (EMFILE) instead of spinning.
-func (s *Server) acceptLoop(ln net.Listener) error {
+func (s *Server) acceptLoop(ln net.Listener, kind ListenerKind) error {
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -143,7 +213,7 @@ func (s *Server) acceptLoop(ln net.Listener) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handle(nc)
+			s.handle(nc, kind)
 		}()
 	}
 }
@@ -164,6 +234,17 @@ func (s *Server) pause(d time.Duration) bool {
 	case <-s.ctx.Done():
 		return false
 	}
+}
+
+// sseKeepAlive is the keep-alive interval of sse:// streams: the upstream
+// heartbeat's, which is short enough for the proxies between an app and
+// tether (most close connections idle for 60 s or more), or
+// DefaultSSEKeepAlive when the heartbeat is off.
+func (s *Server) sseKeepAlive() time.Duration {
+	if d := s.opts.Upstream.PingInterval; d > 0 {
+		return d
+	}
+	return DefaultSSEKeepAlive
 }
 
 func (s *Server) isDraining() bool {
@@ -197,7 +278,7 @@ func (s *Server) Ready() error {
 func (s *Server) admit(sess *Session) (refusal string, err error) {
 	refusal, err = s.register(sess)
 	if err == nil {
-		s.opts.Metrics.SessionStarted()
+		s.opts.Metrics.SessionStarted(string(sess.kind))
 	}
 	return refusal, err
 }
@@ -223,7 +304,7 @@ func (s *Server) forget(sess *Session) {
 	delete(s.sessions, sess)
 	s.mu.Unlock()
 	if known {
-		s.opts.Metrics.SessionEnded()
+		s.opts.Metrics.SessionEnded(string(sess.kind))
 	}
 }
 

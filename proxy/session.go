@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 
 	"github.com/gobwas/ws"
@@ -17,18 +16,21 @@ import (
 // Session is one app connection and the logical upstream stream serving it. It
 // implements upstream.Handler.
 type Session struct {
-	id  uint64
-	srv *Server
-	log *zap.Logger
+	id   uint64
+	srv  *Server
+	log  *zap.Logger
+	kind ListenerKind // the listener the app came in on
 
 	ctx    context.Context // ends when the session ends
 	cancel context.CancelFunc
 
-	protocols []string // offered by the app, in order
-	admitted  bool     // counted against MaxSessions
-	client    *upstream.Client
-	app       *wsconn.Conn
-	appReady  chan struct{} // closed once app is set
+	protocols   []string // offered by the app, in order
+	upstreamURL string   // the app's path joined onto the upstream URL (TETHER_FORWARD_PATH); "" for the URL as configured
+	admitted    bool     // counted against MaxSessions
+	client      *upstream.Client
+	app         appConn
+	sse         *sseApp       // app, for an sse:// app; nil for the others
+	appReady    chan struct{} // closed once app is set
 
 	mu      sync.Mutex
 	live    *upstream.Conn // restored connection taking direct sends; nil while down
@@ -38,9 +40,26 @@ type Session struct {
 
 	appProtocol   string // subprotocol the app was accepted with
 	protocolKnown bool   // appProtocol is set
+
+	readOnlyWarned bool // an app message was dropped for an SSE upstream (the reader only)
 }
 
-func (s *Server) newSession(nc net.Conn) *Session {
+// appConn is the app's socket as a Session uses it: a *wsconn.Conn for a
+// WebSocket app (ws and unix listeners), a *lineConn for a tcp:// app, an
+// *sseApp for an sse:// app (which outlives the app's HTTP requests).
+// ReadMessage is called by the session's reader only; the other methods are
+// safe for concurrent use. Send copies p (the caller may reuse it) and
+// blocks while the app's queue is full: the back-pressure on upstream reads.
+type appConn interface {
+	Send(ctx context.Context, op ws.OpCode, p []byte) error
+	ReadMessage() (ws.OpCode, []byte, error)
+	Close(code ws.StatusCode, reason string)
+	Abort()
+	Done() <-chan struct{}
+	Queued() int64
+}
+
+func (s *Server) newSession(kind ListenerKind) *Session {
 	id := s.nextID.Add(1)
 	ctx, cancel := context.WithCancel(s.ctx)
 	// Queued and unacknowledged messages share the outbox caps; the replay
@@ -50,7 +69,8 @@ func (s *Server) newSession(nc net.Conn) *Session {
 	sess := &Session{
 		id:       id,
 		srv:      s,
-		log:      s.log.With(zap.Uint64("session", id)),
+		log:      s.log.With(zap.Uint64("session", id), zap.String("listener", string(kind))),
+		kind:     kind,
 		ctx:      ctx,
 		cancel:   cancel,
 		appReady: make(chan struct{}),
@@ -66,6 +86,9 @@ func (s *Server) newSession(nc net.Conn) *Session {
 // startClient creates and starts the session's upstream client.
 func (sess *Session) startClient() {
 	opts := sess.srv.opts.Upstream
+	if sess.upstreamURL != "" {
+		opts.URL = sess.upstreamURL
+	}
 	opts.Handler = sess
 	opts.Protocols = sess.protocols
 	opts.Logger = sess.log.Named("upstream")
@@ -143,14 +166,32 @@ func (sess *Session) readApp() {
 	}
 }
 
+// logAppEnd logs why the app's side ended and counts the app message a
+// limit refused, if that was the reason.
 func (sess *Session) logAppEnd(err error) {
 	var ce *wsconn.CloseError
 	var pe *wsconn.ProtocolError
+	var le *lineError
+	var cut *partialLineError
 	switch {
 	case errors.As(err, &ce):
 		sess.log.Info("app closed", zap.Int("close_code", int(ce.Code)), zap.String("close_reason", ce.Reason))
 	case errors.As(err, &pe):
+		if reason := protocolDrop(pe.Code); reason != "" {
+			sess.srv.opts.Metrics.AppDropped(reason)
+		}
 		sess.log.Warn("app broke the protocol, closed", zap.Int("close_code", int(pe.Code)), zap.String("reason", pe.Reason))
+	case errors.As(err, &le):
+		sess.srv.opts.Metrics.AppDropped(le.Drop)
+		sess.log.Warn("tcp app broke the line rules, closing it (tcp:// has no close frame; a WebSocket app would get this code)",
+			zap.Int("close_code", int(le.Code)), zap.String("reason", le.Reason))
+	case errors.As(err, &cut):
+		sess.srv.opts.Metrics.AppDropped(DropUnterminated)
+		sess.log.Info("tcp app disconnected inside a line; the bytes after its last newline were not sent", zap.Int("bytes", cut.n))
+	case errors.Is(err, errSSELingerExpired):
+		sess.log.Info("sse app did not reconnect in time, session ends", zap.Duration("linger", sess.srv.opts.SSELinger))
+	case errors.Is(err, errSSEClosed):
+		sess.log.Debug("sse app's session closed by tether")
 	default:
 		sess.log.Info("app connection ended", zap.Error(err))
 	}
@@ -166,7 +207,13 @@ func (sess *Session) logAppEnd(err error) {
 // The message is classified once, here. A login or (un)subscribe message is
 // remembered for the restores, under the same lock: when no connection is
 // live, the next restore sends it and it is not queued as well.
+//
+// An SSE upstream takes no messages: they are dropped (sseupstream.go).
 func (sess *Session) fromApp(op ws.OpCode, data []byte) {
+	if sess.srv.readOnly {
+		sess.dropReadOnly(len(data))
+		return
+	}
 	m := &appMessage{op: op, data: data, class: sess.srv.rules.classifyApp(data)}
 	for {
 		live := sess.enqueueUnlessLive(m)
@@ -259,8 +306,25 @@ func (sess *Session) closeApp(code ws.StatusCode, reason string) {
 // statusTryAgainLater is close code 1013 (RFC 6455 registry), absent from gobwas.
 const statusTryAgainLater ws.StatusCode = 1013
 
+// protocolDrop names the Drop* reason of a WebSocket app message refused by
+// a limit, or "" for other protocol errors.
+func protocolDrop(code ws.StatusCode) string {
+	switch code {
+	case ws.StatusMessageTooBig:
+		return DropTooLarge
+	case ws.StatusInvalidFramePayloadData:
+		return DropInvalidUTF8
+	}
+	return ""
+}
+
 // countMessage counts one message forwarded in direction (DirectionAppToUpstream
-// or DirectionUpstreamToApp).
+// or DirectionUpstreamToApp), labelled with the session's listener kind.
 func (sess *Session) countMessage(direction string) {
-	sess.srv.opts.Metrics.Message(direction)
+	if direction == DirectionUpstreamToApp && sess.kind == ListenerTCP {
+		// The line writer counts what it queues: it may have dropped this
+		// message by policy, and Send returned nil all the same (lines.go).
+		return
+	}
+	sess.srv.opts.Metrics.Message(direction, string(sess.kind))
 }

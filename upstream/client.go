@@ -25,6 +25,9 @@ type Handler interface {
 	// Message is called from the connection's reader for every data message
 	// tether does not consume itself (heartbeat replies). data is valid only
 	// during the call. Blocking applies backpressure to the upstream socket.
+	// A Handler may also implement Flush(c *Conn): the reader calls it before
+	// any read that may wait and before it stops, so messages collected
+	// during a burst are handed on as one batch.
 	Message(c *Conn, op ws.OpCode, data []byte)
 	// Lost is called from the Client's goroutine when connection c ends, before
 	// the next attempt. err says why.
@@ -34,11 +37,13 @@ type Handler interface {
 // Options configures a Client. Durations and counts follow the TETHER_*
 // variables of the same names (DESIGN.md "Variables").
 type Options struct {
-	URL       string
+	URL       string      // ws:// or wss:// for KindWebSocket, http:// or https:// for KindSSE
+	Kind      Kind        // the upstream's protocol; default KindWebSocket
+	SSEFormat SSEFormat   // KindSSE: what each event becomes; default SSEJSON
 	Header    http.Header // static request headers (no Host, no Sec-WebSocket-*)
 	TokenFile string      // bearer token, re-read on every dial; "" for none
 	TLSConfig *tls.Config // nil: system roots
-	Protocols []string    // subprotocols offered (the app's)
+	Protocols []string    // subprotocols offered (the app's); KindWebSocket only
 
 	DialTimeout      time.Duration
 	Backoff          Backoff
@@ -48,10 +53,10 @@ type Options struct {
 	MaxAttempts      int               // consecutive failures before giving up; 0 = never
 	AuthFailuresMax  int               // consecutive 401/403 answers before giving up
 	PingInterval     time.Duration     // inbound silence before a probe; 0 disables
-	PingTimeout      time.Duration     // wait for any frame after a probe
-	HeartbeatMessage []byte            // probe with this text message instead of a ping
+	PingTimeout      time.Duration     // wait for any frame after a probe (SSE: for any bytes; there is no probe)
+	HeartbeatMessage []byte            // probe with this text message instead of a ping; KindWebSocket only
 	HeartbeatReply   func([]byte) bool // replies that count as liveness and are not forwarded
-	MaxMessageBytes  int64             // both directions; 0: wsconn's default
+	MaxMessageBytes  int64             // both directions (SSE: one event's data, one line); 0: wsconn's default
 	QueueBytes       int64             // write queue bound; 0: wsconn's default
 	Handler          Handler           // required
 	Logger           *zap.Logger       // nil: no logs
@@ -89,6 +94,13 @@ type Client struct {
 	authFailures int // consecutive 401/403 answers
 	lastDelay    time.Duration
 	lostAt       time.Time // when the last confirmed connection was lost
+
+	// SSE only. http is created by New; the rest is owned by the run
+	// goroutine and carried from one event stream to the next, as an
+	// EventSource carries them.
+	http        *http.Client
+	lastEventID string        // sent as Last-Event-ID; "" sends none
+	retryFloor  time.Duration // the latest "retry" value, capped; 0 before one
 }
 
 // New checks opts and returns a Client that has not started yet.
@@ -98,6 +110,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.Handler == nil {
 		return nil, errors.New("upstream: Handler is required")
+	}
+	if err := checkKind(opts); err != nil {
+		return nil, err
 	}
 	if opts.AuthFailuresMax < 1 {
 		opts.AuthFailuresMax = 1
@@ -112,12 +127,30 @@ func New(opts Options) (*Client, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Client{
+	c := &Client{
 		opts:  opts,
 		log:   log,
 		first: make(chan DialResult, 1),
 		done:  make(chan struct{}),
-	}, nil
+	}
+	if opts.Kind == KindSSE {
+		c.http = newHTTPClient(opts)
+	}
+	return c, nil
+}
+
+// checkKind refuses a Kind or SSEFormat out of range, and options an SSE
+// upstream cannot honour.
+func checkKind(opts Options) error {
+	switch {
+	case opts.Kind != KindWebSocket && opts.Kind != KindSSE:
+		return fmt.Errorf("upstream: unknown %v", opts.Kind)
+	case opts.SSEFormat != SSEJSON && opts.SSEFormat != SSEData:
+		return fmt.Errorf("upstream: unknown %v", opts.SSEFormat)
+	case opts.Kind == KindSSE && len(opts.HeartbeatMessage) > 0:
+		return errors.New("upstream: HeartbeatMessage needs a WebSocket upstream: an SSE upstream takes no messages")
+	}
+	return nil
 }
 
 // PinProtocol makes every later dial offer only protocol p. The proxy calls it
@@ -187,6 +220,7 @@ func (c *Client) setState(s State) {
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
 	defer c.setState(StateClosed)
+	defer c.closeIdle()
 	for {
 		c.setState(StateConnecting)
 		c.gen++
@@ -198,6 +232,7 @@ func (c *Client) run(ctx context.Context) {
 		if err == nil {
 			c.authFailures = 0
 			err = c.serve(ctx, conn)
+			c.keepStreamState(conn)
 		}
 		if ctx.Err() != nil {
 			return
@@ -208,7 +243,7 @@ func (c *Client) run(ctx context.Context) {
 			c.log.Error("upstream failed permanently", zap.Error(stop))
 			return
 		}
-		if !c.wait(ctx, err, floor) {
+		if !c.wait(ctx, err, max(floor, c.retryFloor)) {
 			return
 		}
 	}
@@ -240,6 +275,8 @@ func (c *Client) classify(err error) (floor time.Duration, stop error) {
 		return floor, nil
 	case errors.As(err, &se):
 		return c.classifyStatus(se)
+	case errors.Is(err, ErrPermanent):
+		return 0, err // says so itself (an SSE 204, a response that is no event stream)
 	case isPermanentDialError(err):
 		return 0, fmt.Errorf("%w: %w", ErrPermanent, err)
 	}
@@ -271,7 +308,11 @@ func (c *Client) wait(ctx context.Context, cause error, floor time.Duration) boo
 	delay := c.opts.Backoff.DelayWithFloor(c.failures-1, c.lastDelay, floor)
 	c.lastDelay = delay
 	c.setState(StateWaiting)
-	c.log.Info("upstream reconnect scheduled", lossFields(cause, c.failures, delay)...)
+	fields := lossFields(cause, c.failures, delay)
+	if floor > 0 {
+		fields = append(fields, zap.Duration("floor", floor))
+	}
+	c.log.Info("upstream reconnect scheduled", fields...)
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
@@ -306,4 +347,22 @@ func (c *Client) confirmed(conn *Conn) {
 	c.failures = 0
 	c.lastDelay = 0
 	c.lostAt = time.Time{}
+}
+
+// keepStreamState carries an event stream's state to the next one, as an
+// EventSource does: its last event ID, sent as Last-Event-ID, and its latest
+// "retry" value. The retry value is a floor under tether's own backoff, not
+// the delay: a server sends every client the same value, and a fleet that
+// waited exactly that long would come back in lockstep (DelayWithFloor adds
+// jitter over the whole Cap on top). It is capped like Retry-After. conn's
+// reader has stopped: serve waited for it.
+func (c *Client) keepStreamState(conn *Conn) {
+	sc, ok := conn.ws.(*sseConn)
+	if !ok {
+		return
+	}
+	c.lastEventID = sc.lastEventID()
+	if d, ok := sc.retry(); ok {
+		c.retryFloor = min(d, MaxRetryAfter)
+	}
 }

@@ -2,30 +2,103 @@ package upstream
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/gobwas/ws"
-
-	"github.com/tetherproxy/tether/internal/wsconn"
 )
+
+// Kind is the protocol spoken to the upstream (TETHER_UPSTREAM_KIND).
+type Kind int
+
+const (
+	// KindWebSocket: a WebSocket upstream (ws://, wss://), both directions.
+	KindWebSocket Kind = iota
+	// KindSSE: a Server-Sent Events upstream (http://, https://): an HTTP GET
+	// answered with a text/event-stream body, read only.
+	KindSSE
+)
+
+var kindNames = [...]string{KindWebSocket: "websocket", KindSSE: "sse"}
+
+// String returns the name ParseKind accepts.
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// ParseKind parses "websocket" or "sse", ignoring case and surrounding space.
+func ParseKind(s string) (Kind, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	for k, name := range kindNames {
+		if v == name {
+			return Kind(k), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown upstream kind %q: want websocket or sse", s)
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler for configuration parsers.
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, err := ParseKind(string(b))
+	if err != nil {
+		return err
+	}
+	*k = v
+	return nil
+}
+
+// transport is what a Conn runs on: a WebSocket connection (*wsconn.Conn) or
+// an event stream (*sseConn). One goroutine, the connection's reader, calls
+// ReadMessage and ReadMessageFlushing; the other methods are safe for
+// concurrent use. The Client's serve loop, heartbeat and Probe use only these methods,
+// so one state machine serves both protocols.
+type transport interface {
+	// ReadMessage returns the next data message; it is valid until the next
+	// call. Errors are final.
+	ReadMessage() (ws.OpCode, []byte, error)
+	// ReadMessageFlushing is ReadMessage that calls flush, when not nil,
+	// before it may wait for the network.
+	ReadMessageFlushing(flush func()) (ws.OpCode, []byte, error)
+	// Send queues a message for the upstream.
+	Send(ctx context.Context, op ws.OpCode, p []byte) error
+	// Ping probes a quiet connection; any inbound bytes answer it.
+	Ping(p []byte) error
+	// Close ends the connection politely, Abort at once; Done is closed
+	// when it has ended.
+	Close(code ws.StatusCode, reason string)
+	Abort()
+	Done() <-chan struct{}
+	// LastRead is when bytes last arrived (monotonic).
+	LastRead() time.Time
+}
 
 // Conn is one upstream connection of a Client, handed to the Handler. It is safe
 // for concurrent use. A Conn that has been lost refuses Send with
-// wsconn.ErrClosed; a newer Conn has a higher Gen.
+// wsconn.ErrClosed; a newer Conn has a higher Gen. A Conn of an SSE upstream
+// refuses every Send with ErrReadOnly.
 type Conn struct {
 	gen      uint64
 	protocol string
-	ws       *wsconn.Conn
+	// ws is the transport, named after the protocol the package began with:
+	// a *wsconn.Conn, or an *sseConn for an SSE upstream.
+	ws transport
 }
 
 // Gen is the connection's generation: 1 for the first connection of a Client,
 // then rising by one per connection.
 func (c *Conn) Gen() uint64 { return c.gen }
 
-// Protocol is the subprotocol the upstream selected ("" when none).
+// Protocol is the subprotocol the upstream selected ("" when none, and always
+// for an SSE upstream).
 func (c *Conn) Protocol() string { return c.protocol }
 
 // Send queues one message to the upstream; data is copied. It blocks while the
 // connection's write queue is full, until ctx ends or the connection is lost.
+// On an SSE upstream it returns ErrReadOnly at once.
 func (c *Conn) Send(ctx context.Context, op ws.OpCode, data []byte) error {
 	return c.ws.Send(ctx, op, data)
 }

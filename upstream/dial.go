@@ -19,12 +19,20 @@ import (
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
 
-// dial opens one connection: it re-reads the token file (Kubernetes rotates
-// projected tokens under a running pod), performs the handshake within
-// DialTimeout and wraps the socket, keeping frames the server pushed together
-// with its 101 answer.
+// dial opens one connection of the configured Kind.
 func (c *Client) dial(ctx context.Context, gen uint64) (*Conn, error) {
-	if err := checkURL(c.opts.URL); err != nil {
+	if c.opts.Kind == KindSSE {
+		return c.dialSSE(ctx, gen)
+	}
+	return c.dialWebSocket(ctx, gen)
+}
+
+// dialWebSocket opens one WebSocket connection: it re-reads the token file
+// (Kubernetes rotates projected tokens under a running pod), performs the
+// handshake within DialTimeout and wraps the socket, keeping frames the
+// server pushed together with its 101 answer.
+func (c *Client) dialWebSocket(ctx context.Context, gen uint64) (*Conn, error) {
+	if err := checkURL(c.opts.URL, KindWebSocket); err != nil {
 		return nil, err
 	}
 	header, err := c.requestHeader()
@@ -59,16 +67,20 @@ func (c *Client) dial(ctx context.Context, gen uint64) (*Conn, error) {
 	return &Conn{gen: gen, protocol: hs.Protocol, ws: wc}, nil
 }
 
-// badURLError is a URL gobwas cannot dial. gobwas reports a wrong scheme with
-// an untyped error, so the URL is checked here, where the failure can be
+// badURLError is a URL that cannot be dialled. gobwas reports a wrong scheme
+// with an untyped error, so the URL is checked here, where the failure can be
 // typed as permanent: retrying the same URL cannot succeed.
 type badURLError struct{ err error }
 
 func (e *badURLError) Error() string { return "bad upstream URL: " + e.err.Error() }
 func (e *badURLError) Unwrap() error { return e.err }
 
-// checkURL applies the checks gobwas' Dial makes before connecting.
-func checkURL(raw string) error {
+// schemes are the URL schemes each Kind dials.
+var schemes = [...][2]string{KindWebSocket: {"ws", "wss"}, KindSSE: {"http", "https"}}
+
+// checkURL applies the checks gobwas' Dial makes before connecting, with the
+// schemes of kind.
+func checkURL(raw string, kind Kind) error {
 	u, err := url.ParseRequestURI(raw)
 	if err != nil {
 		// *url.Error quotes the whole URL, credentials included: keep only
@@ -79,8 +91,8 @@ func checkURL(raw string) error {
 		}
 		return &badURLError{err: err}
 	}
-	if u.Scheme != "ws" && u.Scheme != "wss" {
-		return &badURLError{err: fmt.Errorf("scheme %q: want ws or wss", u.Scheme)}
+	if want := schemes[kind]; u.Scheme != want[0] && u.Scheme != want[1] {
+		return &badURLError{err: fmt.Errorf("scheme %q: want %s or %s for a %s upstream", u.Scheme, want[0], want[1], kind)}
 	}
 	if u.Host == "" {
 		return &badURLError{err: errors.New("no host")}
@@ -124,7 +136,8 @@ func statusError(code int, reason []byte, resp io.Reader, now time.Time) *Status
 }
 
 // isPermanentDialError reports dial failures that retrying cannot fix: a TLS
-// certificate that does not verify, or a malformed URL.
+// certificate that does not verify, a malformed URL, a permanent HTTP status,
+// or an SSE upstream's refusal (204, not an event stream).
 func isPermanentDialError(err error) bool {
 	var (
 		badURL           *badURLError
@@ -142,5 +155,5 @@ func isPermanentDialError(err error) bool {
 	if errors.As(err, &se) {
 		return ClassifyStatus(se.Status) == StatusPermanent
 	}
-	return false
+	return errors.Is(err, ErrPermanent)
 }

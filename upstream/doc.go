@@ -1,8 +1,19 @@
-// Package upstream owns tether's connection to the upstream WebSocket server: it
-// dials (TLS, static headers, a bearer token re-read from its file on every dial),
+// Package upstream owns tether's connection to the upstream server: it dials
+// (TLS, static headers, a bearer token re-read from its file on every dial),
 // waits between attempts with jittered backoff, detects dead connections with a
 // heartbeat, and decides from close codes and HTTP statuses whether to reconnect,
 // re-authenticate or give up.
+//
+// The upstream is a WebSocket server (KindWebSocket) or a Server-Sent Events
+// endpoint (KindSSE). Both run on the same state machine through a small
+// transport interface. An SSE connection is an HTTP GET whose
+// text/event-stream body internal/sse parses; each event becomes one text
+// message (SSEFormat), comments and id-only blocks only prove the stream
+// alive, Send answers ErrReadOnly. What the standard lets a server steer is
+// kept on tether's terms: the stream's last event ID is sent as Last-Event-ID
+// on the next request, a "retry" value is a floor under the jittered backoff
+// rather than the delay, a 204 stops the Client, and silence for PingInterval
+// + PingTimeout is death, since SSE has no ping.
 //
 // One Client serves one proxy session. It runs one goroutine, the only one that
 // dials and changes state; each connection it opens gets a rising generation

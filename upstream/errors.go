@@ -3,6 +3,7 @@ package upstream
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 )
@@ -21,8 +22,12 @@ var (
 	// ping timeout, so the connection is presumed dead (half-open TCP).
 	ErrHeartbeatTimeout = errors.New("no frame within heartbeat timeout")
 	// ErrPermanent: the upstream said something retrying cannot fix (a
-	// permanent close code or HTTP status, a TLS verification failure).
+	// permanent close code or HTTP status, a TLS verification failure, an
+	// SSE upstream's 204 or a response that is not an event stream).
 	ErrPermanent = errors.New("permanent upstream failure")
+	// ErrReadOnly: Send on a connection to an SSE upstream, which has no way
+	// to receive messages.
+	ErrReadOnly = errors.New("upstream: an SSE upstream takes no messages")
 )
 
 // CloseError is a close frame received from the upstream. Code 1006 (abnormal
@@ -65,3 +70,27 @@ func (e *StatusError) Error() string {
 	}
 	return msg
 }
+
+// streamRefusal is an SSE upstream's answer that is neither an event stream
+// nor an HTTP error: 204 No Content, which the standard defines as "stop
+// reconnecting", or a 200 whose body is something else than an event
+// stream (EventSource fails for good on both). Both are permanent.
+type streamRefusal struct {
+	status      int
+	contentType string // of a 200
+}
+
+// Error reads `upstream asked to stop (HTTP 204)` or `upstream answered HTTP
+// 200 with Content-Type "text/html", not text/event-stream`.
+func (e *streamRefusal) Error() string {
+	if e.status == http.StatusNoContent {
+		return "upstream asked to stop (HTTP 204)"
+	}
+	if e.contentType == "" {
+		return fmt.Sprintf("upstream answered HTTP %d without a Content-Type, not text/event-stream", e.status)
+	}
+	return fmt.Sprintf("upstream answered HTTP %d with Content-Type %q, not text/event-stream", e.status, e.contentType)
+}
+
+// Is makes errors.Is(err, ErrPermanent) true: retrying cannot help.
+func (e *streamRefusal) Is(target error) bool { return target == ErrPermanent }

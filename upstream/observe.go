@@ -26,15 +26,17 @@ import (
 //     failed), "tls" (TLS handshake or certificate verification failed),
 //     "network" (any other socket error, the connection reset during the
 //     handshake included), "http_401", "http_403", "http_429", "http_5xx",
-//     "http_4xx" (any other 4xx), "http_other" (1xx-3xx other than 101),
+//     "http_4xx" (any other 4xx), "http_other" (1xx-3xx other than 101; for
+//     an SSE upstream also 204 and a 200 that is not an event stream),
 //     "bad_url", "token" (the token file could not be read).
 //   - Lost reason: "close" (the upstream sent a close frame; code is its
 //     code, 1005 when the frame had none, and 1009 for an upstream message
-//     over MaxMessageBytes), "reset" (TCP reset), "eof" (TCP closed without a
-//     close frame), "heartbeat" (no frame within PingInterval+PingTimeout),
-//     "protocol" (the upstream broke RFC 6455), "restore" (Handler.Restore
-//     failed), "network" (any other socket error). code is 0 unless reason is
-//     "close".
+//     or SSE event over MaxMessageBytes), "reset" (TCP reset), "eof" (TCP
+//     closed without a close frame; for SSE, the response body ended,
+//     cleanly or not), "heartbeat" (no frame, for SSE no byte, within
+//     PingInterval+PingTimeout), "protocol" (the upstream broke RFC 6455),
+//     "restore" (Handler.Restore failed), "network" (any other socket
+//     error). code is 0 unless reason is "close".
 type Observer interface {
 	// Dialed reports the outcome of one dial attempt. Dials cut short by
 	// Close are not reported.
@@ -82,16 +84,19 @@ const (
 // dialResult names the outcome of a dial for Observer.Dialed.
 func dialResult(err error) string {
 	var (
-		se     *StatusError
-		badURL *badURLError
-		token  *tokenError
-		dnsErr *net.DNSError
+		se      *StatusError
+		refusal *streamRefusal
+		badURL  *badURLError
+		token   *tokenError
+		dnsErr  *net.DNSError
 	)
 	switch {
 	case err == nil:
 		return dialOK
 	case errors.As(err, &se):
 		return statusResult(se.Status)
+	case errors.As(err, &refusal):
+		return statusResult(refusal.status)
 	case errors.As(err, &badURL):
 		return dialBadURL
 	case errors.As(err, &token):

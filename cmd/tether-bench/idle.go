@@ -159,8 +159,9 @@ func sumRSS(pids []int) int64 {
 	return total
 }
 
-// scrape reads the unlabelled samples of a Prometheus text endpoint; nil when
-// url is empty or unreachable.
+// scrape reads the samples of a Prometheus text endpoint, each metric's
+// labelled series summed under its bare name (tether_sessions is labelled by
+// listener kind); nil when url is empty or unreachable.
 func scrape(url string) map[string]float64 {
 	if url == "" {
 		return nil
@@ -178,15 +179,24 @@ func parseMetrics(r io.Reader) map[string]float64 {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "#") || strings.Contains(line, "{") {
+		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		name, val, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
+		var name, val string
+		if open := strings.IndexByte(line, '{'); open >= 0 {
+			end := strings.LastIndexByte(line, '}')
+			if end < open {
+				continue
+			}
+			name, val = line[:open], line[end+1:]
+		} else {
+			var ok bool
+			if name, val, ok = strings.Cut(line, " "); !ok {
+				continue
+			}
 		}
 		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-			m[name] = v
+			m[name] += v
 		}
 	}
 	return m

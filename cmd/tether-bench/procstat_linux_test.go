@@ -49,14 +49,15 @@ func TestParseMetrics(t *testing.T) {
 go_goroutines 42
 go_memstats_heap_inuse_bytes 1.5e+06
 tether_upstream_dials_total{result="ok"} 3
-tether_sessions 7
+tether_sessions{listener="tcp"} 2
+tether_sessions{listener="ws"} 5
 `
 	m := parseMetrics(strings.NewReader(text))
 	if m["go_goroutines"] != 42 || m["go_memstats_heap_inuse_bytes"] != 1.5e6 || m["tether_sessions"] != 7 {
 		t.Fatalf("parsed %v", m)
 	}
 	if _, ok := m[`tether_upstream_dials_total{result="ok"}`]; ok {
-		t.Fatal("labelled samples are not read")
+		t.Fatal("labelled samples are stored under their bare name only")
 	}
 }
 

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,21 +39,64 @@ const maxMessageLimit = GiB
 // README.md. Adding a variable means adding a field here: parsing, --help, the
 // README table and the unknown-variable check follow from the tags.
 type Config struct {
-	// UpstreamURL is the upstream WebSocket endpoint, ws:// or wss://. Required.
-	UpstreamURL *url.URL `env:"UPSTREAM_URL,required,notEmpty" help:"upstream WebSocket URL, ws:// or wss://"`
+	// UpstreamURL is the upstream endpoint: ws:// or wss:// for a WebSocket
+	// server, http:// or https:// for a Server-Sent Events stream. Required.
+	UpstreamURL *url.URL `env:"UPSTREAM_URL,required,notEmpty" help:"upstream URL: ws:// or wss:// (WebSocket), http:// or https:// (Server-Sent Events)"`
 
-	// Listen is the app-facing address as host:port (ws://host:port is accepted
-	// too). Default 127.0.0.1:8080. A non-loopback host exposes the proxy, and
-	// with it the upstream credentials, to the network.
-	Listen listenAddr `env:"LISTEN" envDefault:"127.0.0.1:8080" help:"address the app connects to, host:port or ws://host:port"`
+	// UpstreamKind is websocket or sse. Default unset: inferred from
+	// UpstreamURL's scheme (http and https mean sse). A value that
+	// contradicts the scheme is refused.
+	UpstreamKind kindSetting `env:"UPSTREAM_KIND" help:"websocket or sse; unset, inferred from TETHER_UPSTREAM_URL (http:// and https:// are sse)"`
+
+	// SSEFormat says what each event of an SSE upstream becomes for the app:
+	// json, the text message {"id":…,"event":…,"data":…} (three strings), or
+	// data, the event's data alone. Default json.
+	SSEFormat upstream.SSEFormat `env:"SSE_FORMAT" envDefault:"json" help:"SSE upstreams, what each event becomes: json (a JSON object with the string members id, event and data) or data (the event's data alone)"`
+
+	// Listen lists where apps connect, comma-separated: host:port or
+	// ws://host:port (WebSocket), tcp://host:port (one text message per
+	// line), unix:///absolute/path (WebSocket over a unix socket; not on
+	// Windows). All share the upstream configuration. Default
+	// 127.0.0.1:8080. A non-loopback host exposes the proxy, and with it the
+	// upstream credentials, to the network.
+	Listen listenList `env:"LISTEN" envDefault:"127.0.0.1:8080" help:"where apps connect, comma-separated: host:port or ws://host:port (WebSocket), tcp://host:port (one message per line), unix:///path (WebSocket over a unix socket), sse://host:port/path (Server-Sent Events to EventSource apps; the path defaults to /)"`
+
+	// TCPBinary says what an upstream binary message becomes on a tcp://
+	// listener, whose lines carry text: base64 (one line holding the message
+	// in standard base64), drop (logged and counted) or close (the app's
+	// connection). Default base64.
+	TCPBinary proxy.BinaryPolicy `env:"TCP_BINARY" envDefault:"base64" help:"tcp:// listeners, an upstream binary message: base64 (sent as one base64 line), drop, or close (the app's connection)"`
+
+	// TCPNewline says what an upstream text message holding a line break
+	// becomes on a tcp:// listener, where a line break ends a message: space
+	// (each CR and LF replaced by a space), drop or close. Default space.
+	TCPNewline proxy.NewlinePolicy `env:"TCP_NEWLINE" envDefault:"space" help:"tcp:// listeners, an upstream text message containing a line break: space (each CR and LF becomes a space), drop, or close (the app's connection)"`
+
+	// UnixSocketMode is the permission bits given to unix:// sockets, in
+	// octal; whoever may connect needs write permission. Default 0600: only
+	// tether's own user.
+	UnixSocketMode socketMode `env:"UNIX_SOCKET_MODE" envDefault:"0600" help:"permission bits of unix:// sockets, octal; connecting needs write permission"`
+
+	// SSELinger is how long an sse:// session waits, keeping its upstream
+	// connection and its events, for its app's EventSource to reconnect
+	// with Last-Event-ID; 0 ends a session with its app's request.
+	// Default 30s, well above the 3–5 s browsers wait before reconnecting.
+	SSELinger time.Duration `env:"SSE_LINGER" envDefault:"30s" help:"sse:// listeners: how long a session waits, with its upstream connection and its events, for its app to reconnect with Last-Event-ID; 0 ends it with the app's request"`
 
 	// AdminListen is the host:port of /healthz, /readyz and /metrics; "off"
 	// (stored as "") disables the admin server. Default 127.0.0.1:9090.
 	AdminListen adminAddr `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090" help:"address of /healthz, /readyz and /metrics, host:port or off"`
 
+	// ForwardPath, when true, joins the path and query of each app's
+	// WebSocket handshake onto UpstreamURL, so one tether serves apps that
+	// use several upstream endpoints. Default false: every app gets
+	// UpstreamURL as written. tcp:// apps have no path and always get it.
+	ForwardPath bool `env:"FORWARD_PATH" envDefault:"false" help:"when true, the path and query of the app's handshake are joined onto TETHER_UPSTREAM_URL"`
+
 	// ReadyRequiresUpstream makes /readyz also require a successful upstream
 	// probe dial (a WebSocket handshake with the sessions' credentials and TLS,
-	// closed with 1000 at once; the result is cached for readyProbeTTL).
+	// closed with 1000 at once; for SSE a request answered with an event
+	// stream, ended at once; the result is cached for readyProbeTTL).
 	// Default false: an upstream outage would otherwise take a sidecar's pod
 	// out of its Services, although its app keeps its socket (README "Health
 	// and readiness").
@@ -88,8 +130,9 @@ type Config struct {
 	UpstreamCertFile string `env:"UPSTREAM_CERT_FILE" help:"PEM client certificate for mutual TLS (with TETHER_UPSTREAM_KEY_FILE)"`
 	UpstreamKeyFile  string `env:"UPSTREAM_KEY_FILE" help:"PEM private key of TETHER_UPSTREAM_CERT_FILE"`
 
-	// DialTimeout bounds one upstream connect + TLS + handshake. Default 10s.
-	DialTimeout time.Duration `env:"DIAL_TIMEOUT" envDefault:"10s" help:"limit for one upstream connect, TLS and WebSocket handshake"`
+	// DialTimeout bounds one upstream connect + TLS + handshake (for SSE:
+	// until the response headers). Default 10s.
+	DialTimeout time.Duration `env:"DIAL_TIMEOUT" envDefault:"10s" help:"limit for one upstream connect, TLS and WebSocket handshake (SSE: until the response headers)"`
 
 	// AcceptWait is how long an app handshake waits for the first upstream dial
 	// before the app is accepted anyway. Default 2s; 0 accepts at once.
@@ -138,8 +181,9 @@ type Config struct {
 
 	// PingInterval is the inbound silence after which a ping is sent; 0
 	// disables the heartbeat (dead connections are then found only by TCP).
-	// Default 15s.
-	PingInterval time.Duration `env:"PING_INTERVAL" envDefault:"15s" help:"upstream silence before a ping is sent; 0 disables the heartbeat"`
+	// An SSE upstream gets no ping: PingInterval + PingTimeout of silence
+	// (not even a comment) is its idle timeout. Default 15s.
+	PingInterval time.Duration `env:"PING_INTERVAL" envDefault:"15s" help:"upstream silence before a ping is sent; 0 disables the heartbeat (SSE has no ping: this plus TETHER_PING_TIMEOUT of silence is its idle timeout)"`
 
 	// PingTimeout is how long after a ping silence means a dead connection.
 	// Must be > 0 when PingInterval > 0. Default 10s.
@@ -261,8 +305,9 @@ type Config struct {
 	MaxSessions int `env:"MAX_SESSIONS" envDefault:"1024" help:"most concurrent app connections"`
 
 	// MaxMessageBytes caps one message in either direction, at most 1GiB; an
-	// oversized app message closes the app with 1009. Default 16MiB.
-	MaxMessageBytes ByteSize `env:"MAX_MESSAGE_BYTES" envDefault:"16MiB" help:"largest message in either direction, at most 1GiB"`
+	// oversized app message closes the app with 1009. For an SSE upstream it
+	// caps one event's data and one line of the stream. Default 16MiB.
+	MaxMessageBytes ByteSize `env:"MAX_MESSAGE_BYTES" envDefault:"16MiB" help:"largest message in either direction, at most 1GiB (SSE: largest event data and line)"`
 
 	// DownstreamBufferBytes caps upstream messages waiting for a slow app per
 	// session, after which upstream reads pause. Default 16MiB.
@@ -534,6 +579,8 @@ func editDistance(a, b string) int {
 func (c Config) Validate() error {
 	return errors.Join(
 		c.validateUpstreamURL(),
+		c.validateUpstreamKind(),
+		c.validateSSESettings(),
 		c.validateListen(),
 		c.validateHeaders(),
 		c.validateTokenFile(),
@@ -561,11 +608,120 @@ func (c Config) validateUpstreamURL() error {
 	return nil
 }
 
-func (c Config) validateListen() error {
-	if c.Listen == "" {
-		return newProblem("TETHER_LISTEN", "must not be empty")
+// validateUpstreamKind refuses a TETHER_UPSTREAM_KIND that the URL's scheme
+// contradicts: tether cannot speak SSE to ws:// nor WebSocket to http://.
+func (c Config) validateUpstreamKind() error {
+	if !c.UpstreamKind.set || c.UpstreamURL == nil {
+		return nil
+	}
+	if inferred := kindOfScheme(c.UpstreamURL.Scheme); c.UpstreamKind.kind != inferred {
+		return &problem{
+			name: "TETHER_UPSTREAM_KIND",
+			msg: fmt.Sprintf("%s contradicts TETHER_UPSTREAM_URL, whose scheme %q means %s; use %s for %s, or unset TETHER_UPSTREAM_KIND",
+				c.UpstreamKind.kind, c.UpstreamURL.Scheme, inferred, schemesOf(c.UpstreamKind.kind), c.UpstreamKind.kind),
+			related: []string{"TETHER_UPSTREAM_URL"},
+		}
 	}
 	return nil
+}
+
+// sseRefused are the variables that make no sense with an SSE upstream, which
+// takes no messages, and what each would have done.
+var sseRefused = []struct{ name, does string }{
+	{"TETHER_AUTH_MATCH", "re-sends the app's login"},
+	{"TETHER_AUTH_OK_MATCH", "waits for the reply to a re-sent login"},
+	{"TETHER_SUBSCRIBE_MATCH", "replays the app's subscriptions"},
+	{"TETHER_UNSUBSCRIBE_MATCH", "replays the app's unsubscriptions"},
+	{"TETHER_SUBSCRIPTION_KEY", "compacts replayed subscriptions"},
+	{"TETHER_REPLY_ID_PATH", "hides replies to replayed requests"},
+	{"TETHER_RESUME_MESSAGE", "sends a resume request (an SSE upstream resumes with the Last-Event-ID header)"},
+	{"TETHER_HEARTBEAT_MESSAGE", "probes with a message (an SSE upstream is dead after TETHER_PING_INTERVAL + TETHER_PING_TIMEOUT of silence)"},
+	{"TETHER_ACK_ID_PATH", "re-sends unacknowledged app messages"},
+	{"TETHER_ACK_MATCH", "re-sends unacknowledged app messages"},
+}
+
+// validateSSESettings refuses, one message each, settings that send to the
+// upstream when the upstream is an event stream: they could never act, and a
+// setting that silently does nothing costs an operator hours.
+func (c Config) validateSSESettings() error {
+	if c.Kind() != upstream.KindSSE || c.validateUpstreamKind() != nil {
+		return nil // not SSE, or not known to be: the contradiction is reported
+	}
+	set := map[string]bool{
+		"TETHER_AUTH_MATCH":        c.AuthMatch != nil,
+		"TETHER_AUTH_OK_MATCH":     c.AuthOKMatch != nil,
+		"TETHER_SUBSCRIBE_MATCH":   c.SubscribeMatch != nil,
+		"TETHER_UNSUBSCRIBE_MATCH": c.UnsubscribeMatch != nil,
+		"TETHER_SUBSCRIPTION_KEY":  c.SubscriptionKey.String() != "",
+		"TETHER_REPLY_ID_PATH":     c.ReplyIDPath.String() != "",
+		"TETHER_RESUME_MESSAGE":    c.ResumeMessage.IsSet(),
+		"TETHER_HEARTBEAT_MESSAGE": c.HeartbeatMessage != "",
+		"TETHER_ACK_ID_PATH":       c.AckIDPath.String() != "",
+		"TETHER_ACK_MATCH":         c.AckMatch != nil,
+	}
+	var errs []error
+	for _, r := range sseRefused {
+		if set[r.name] {
+			errs = append(errs, &problem{
+				name:    r.name,
+				msg:     "an SSE upstream takes no messages, so this setting (it " + r.does + ") cannot apply; unset it",
+				related: []string{"TETHER_UPSTREAM_URL", "TETHER_UPSTREAM_KIND"},
+			})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Kind is the upstream's protocol: TETHER_UPSTREAM_KIND when set, otherwise
+// what TETHER_UPSTREAM_URL's scheme says.
+func (c Config) Kind() upstream.Kind {
+	if c.UpstreamKind.set || c.UpstreamURL == nil {
+		return c.UpstreamKind.kind
+	}
+	return kindOfScheme(c.UpstreamURL.Scheme)
+}
+
+// kindOfScheme infers the protocol from a URL scheme: http and https are SSE,
+// anything else (ws, wss) WebSocket.
+func kindOfScheme(scheme string) upstream.Kind {
+	if scheme == "http" || scheme == "https" {
+		return upstream.KindSSE
+	}
+	return upstream.KindWebSocket
+}
+
+func schemesOf(k upstream.Kind) string {
+	if k == upstream.KindSSE {
+		return "an http:// or https:// URL"
+	}
+	return "a ws:// or wss:// URL"
+}
+
+// kindSetting is TETHER_UPSTREAM_KIND: an explicit upstream.Kind, or unset
+// (set false), in which case the URL's scheme decides.
+type kindSetting struct {
+	kind upstream.Kind
+	set  bool
+}
+
+// UnmarshalText parses websocket or sse; blank means unset.
+func (k *kindSetting) UnmarshalText(text []byte) error {
+	if strings.TrimSpace(string(text)) == "" {
+		*k = kindSetting{}
+		return nil
+	}
+	v, err := upstream.ParseKind(string(text))
+	if err != nil {
+		return err
+	}
+	*k = kindSetting{kind: v, set: true}
+	return nil
+}
+
+// validateListen checks TETHER_LISTEN against the system tether was built
+// for (unix sockets, their path length).
+func (c Config) validateListen() error {
+	return c.Listen.validateFor(runtime.GOOS)
 }
 
 func (c Config) validateHeaders() error {
@@ -625,6 +781,7 @@ func (c Config) validateTimeouts() error {
 		durationAtLeast0("TETHER_RESTART_FLOOR", c.RestartFloor),
 		durationAtLeast0("TETHER_TRY_AGAIN_FLOOR", c.TryAgainFloor),
 		durationAtLeast0("TETHER_DRAIN_TIMEOUT", c.DrainTimeout),
+		durationAtLeast0("TETHER_SSE_LINGER", c.SSELinger),
 	)
 }
 
@@ -686,6 +843,9 @@ func (c Config) validateHeartbeat() error {
 // validateRestoreRules refuses rules that could never take effect without
 // another one: a setting that silently does nothing costs an operator hours.
 func (c Config) validateRestoreRules() error {
+	if c.Kind() == upstream.KindSSE {
+		return nil // every one of them is refused for SSE (validateSSESettings)
+	}
 	set := map[string]bool{
 		"TETHER_AUTH_MATCH":        c.AuthMatch != nil,
 		"TETHER_AUTH_OK_MATCH":     c.AuthOKMatch != nil,
@@ -720,10 +880,13 @@ func (c Config) validateRestoreRules() error {
 // validateSequences refuses sequence settings that could never take effect
 // and those that contradict each other, naming the variable to add or drop.
 func (c Config) validateSequences() error {
+	// With an SSE upstream validateSSESettings refuses a resume message, so
+	// no advice may lean on one.
+	resume := c.ResumeMessage.IsSet() && c.Kind() != upstream.KindSSE
 	set := map[string]bool{
 		"TETHER_SESSION_MATCH":   c.SessionMatch != nil,
 		"TETHER_SESSION_PATH":    c.SessionPath.String() != "",
-		"TETHER_RESUME_MESSAGE":  c.ResumeMessage.IsSet(),
+		"TETHER_RESUME_MESSAGE":  resume,
 		"TETHER_SEQ_PATH":        c.SeqPath.String() != "",
 		"TETHER_STREAM_PATH":     c.StreamPath.String() != "",
 		"TETHER_RESYNC_MATCH":    c.ResyncMatch != nil,
@@ -740,7 +903,7 @@ func (c Config) validateSequences() error {
 	return errors.Join(
 		needs("TETHER_SESSION_MATCH", "TETHER_SESSION_PATH"),
 		needs("TETHER_SESSION_PATH", "TETHER_SESSION_MATCH"),
-		needs("TETHER_SESSION_MATCH", "TETHER_RESUME_MESSAGE", "TETHER_GAPFILL_URL"),
+		needs("TETHER_SESSION_MATCH", c.sessionUsers()...),
 		needs("TETHER_RESUME_MESSAGE", "TETHER_SEQ_PATH"),
 		needs("TETHER_STREAM_PATH", "TETHER_SEQ_PATH"),
 		needs("TETHER_RESYNC_MATCH", "TETHER_SEQ_PATH"),
@@ -752,6 +915,15 @@ func (c Config) validateSequences() error {
 		durationAbove("TETHER_GAP_TIMEOUT", c.GapTimeout),
 		sizeAbove0("TETHER_HOLD_MAX_BYTES", c.HoldMaxBytes),
 	)
+}
+
+// sessionUsers are the variables whose templates use the captured .Session:
+// no resume message for an SSE upstream, which resumes with Last-Event-ID.
+func (c Config) sessionUsers() []string {
+	if c.Kind() == upstream.KindSSE {
+		return []string{"TETHER_GAPFILL_URL"}
+	}
+	return []string{"TETHER_RESUME_MESSAGE", "TETHER_GAPFILL_URL"}
 }
 
 // validateGapPolicy ties TETHER_GAP_NOTICE to the notify policy, both ways:
@@ -844,50 +1016,16 @@ func parseUpstreamURL(v string) (any, error) {
 
 func checkUpstreamURL(u *url.URL) error {
 	switch {
-	case u.Scheme != "ws" && u.Scheme != "wss":
-		return fmt.Errorf("scheme must be ws or wss, got %q", u.Scheme)
+	case u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("scheme must be ws or wss (WebSocket), http or https (SSE), got %q", u.Scheme)
 	case u.Host == "":
 		return errors.New("missing host")
 	case u.Fragment != "":
-		// RFC 6455 §3: a WebSocket URI must not contain a fragment.
+		// RFC 6455 §3: a WebSocket URI must not contain a fragment; an HTTP
+		// request never sends one, so it could only mislead.
 		return errors.New("must not contain a #fragment")
 	}
 	return nil
-}
-
-// listenAddr is the app-facing listen address as host:port. It accepts
-// "host:port" and "ws://host:port"; tcp:// and unix:// are reserved for the
-// line-mode and unix-socket listeners and refused until they exist.
-type listenAddr string
-
-// UnmarshalText normalises the address to host:port.
-func (l *listenAddr) UnmarshalText(text []byte) error {
-	v := strings.TrimSpace(string(text))
-	if strings.Contains(v, ",") {
-		return errors.New("several listeners are not supported yet")
-	}
-	if scheme, rest, ok := strings.Cut(v, "://"); ok {
-		switch scheme {
-		case "ws":
-			v = strings.TrimSuffix(rest, "/")
-		case "tcp", "unix":
-			return fmt.Errorf("%s:// listeners are not supported yet", scheme)
-		default:
-			return fmt.Errorf("unsupported scheme %q: use host:port or ws://host:port", scheme)
-		}
-	}
-	if err := checkHostPort(v); err != nil {
-		return err
-	}
-	*l = listenAddr(v)
-	return nil
-}
-
-// IsLoopback reports whether the address only accepts local connections.
-// main warns otherwise: the proxy adds the upstream credentials to anything
-// that connects.
-func (l listenAddr) IsLoopback() bool {
-	return isLoopbackAddr(string(l))
 }
 
 // adminAddr is the admin server's host:port; "" means disabled ("off").
@@ -905,34 +1043,6 @@ func (a *adminAddr) UnmarshalText(text []byte) error {
 	}
 	*a = adminAddr(v)
 	return nil
-}
-
-func checkHostPort(v string) error {
-	host, port, err := net.SplitHostPort(v)
-	if err != nil {
-		return fmt.Errorf("invalid address %q: use host:port", v)
-	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
-		return fmt.Errorf("invalid port %q in %q", port, v)
-	}
-	if strings.ContainsAny(host, "/ ") {
-		return fmt.Errorf("invalid host %q in %q", host, v)
-	}
-	return nil
-}
-
-// isLoopbackAddr reports whether hostport names localhost or a loopback IP.
-// An empty host listens on every interface, so it is not loopback.
-func isLoopbackAddr(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // headerList holds TETHER_UPSTREAM_HEADERS, parsed.
@@ -1029,12 +1139,12 @@ func (c Config) Header() http.Header {
 	return c.UpstreamHeaders.header.Clone()
 }
 
-// TLSConfig returns the upstream TLS settings: nil for a ws:// upstream with
-// no CA or client certificate configured; otherwise TLS 1.2 or later, RootCAs
-// from TETHER_UPSTREAM_CA_FILE (system roots when unset) and the client key
-// pair. Files are read again on each call.
+// TLSConfig returns the upstream TLS settings: nil for a ws:// or http://
+// upstream with no CA or client certificate configured; otherwise TLS 1.2 or
+// later, RootCAs from TETHER_UPSTREAM_CA_FILE (system roots when unset) and
+// the client key pair. Files are read again on each call.
 func (c Config) TLSConfig() (*tls.Config, error) {
-	secure := c.UpstreamURL != nil && c.UpstreamURL.Scheme == "wss"
+	secure := c.UpstreamURL != nil && (c.UpstreamURL.Scheme == "wss" || c.UpstreamURL.Scheme == "https")
 	if !secure && c.UpstreamCAFile == "" && c.UpstreamCertFile == "" {
 		return nil, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream"
 )
 
@@ -60,8 +61,12 @@ func TestLoadConfigDefaults(t *testing.T) {
 		want any
 	}{
 		{"UpstreamURL", cfg.UpstreamURL.String(), testUpstream},
-		{"Listen", cfg.Listen, listenAddr("127.0.0.1:8080")},
+		{"Listen", cfg.Listen, listenList{{kind: proxy.ListenerWS, addr: "127.0.0.1:8080", pos: 1}}},
+		{"TCPBinary", cfg.TCPBinary, proxy.BinaryBase64},
+		{"TCPNewline", cfg.TCPNewline, proxy.NewlineSpace},
+		{"UnixSocketMode", cfg.UnixSocketMode, socketMode(0o600)},
 		{"AdminListen", cfg.AdminListen, adminAddr("127.0.0.1:9090")},
+		{"ForwardPath", cfg.ForwardPath, false},
 		{"Header", len(cfg.Header()), 0},
 		{"UpstreamTokenFile", cfg.UpstreamTokenFile, ""},
 		{"DialTimeout", cfg.DialTimeout, 10 * time.Second},
@@ -144,7 +149,7 @@ func TestLoadConfigValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	if cfg.Listen != "127.0.0.1:0" || cfg.AdminListen != "" {
+	if cfg.Listen.String() != "ws://127.0.0.1:0" || cfg.AdminListen != "" {
 		t.Errorf("Listen=%q AdminListen=%q, want 127.0.0.1:0 and disabled", cfg.Listen, cfg.AdminListen)
 	}
 	if cfg.BackoffJitter != upstream.JitterDecorrelated || cfg.OutboxOverflow != buffer.OverflowDropOldest {
@@ -183,14 +188,19 @@ func TestLoadConfigNamesEachInvalidVariable(t *testing.T) {
 	}{
 		{map[string]string{}, "TETHER_UPSTREAM_URL: required, not set"},
 		{map[string]string{"TETHER_UPSTREAM_URL": ""}, "TETHER_UPSTREAM_URL: required, must not be empty"},
-		{map[string]string{"TETHER_UPSTREAM_URL": "https://x.example"}, `TETHER_UPSTREAM_URL: scheme must be ws or wss, got "https"`},
+		{map[string]string{"TETHER_UPSTREAM_URL": "ftp://x.example"}, `TETHER_UPSTREAM_URL: scheme must be ws or wss (WebSocket), http or https (SSE), got "ftp"`},
 		{map[string]string{"TETHER_UPSTREAM_URL": "ws://"}, "TETHER_UPSTREAM_URL: missing host"},
 		{map[string]string{"TETHER_UPSTREAM_URL": "ws://h/#frag"}, "TETHER_UPSTREAM_URL: must not contain a #fragment"},
-		{withURL(map[string]string{"TETHER_LISTEN": "tcp://127.0.0.1:9000"}), "TETHER_LISTEN: tcp:// listeners are not supported yet"},
-		{withURL(map[string]string{"TETHER_LISTEN": "unix:///run/t.sock"}), "TETHER_LISTEN: unix:// listeners are not supported yet"},
-		{withURL(map[string]string{"TETHER_LISTEN": "http://127.0.0.1:1"}), `TETHER_LISTEN: unsupported scheme "http"`},
-		{withURL(map[string]string{"TETHER_LISTEN": "8080"}), `TETHER_LISTEN: invalid address "8080"`},
-		{withURL(map[string]string{"TETHER_LISTEN": "127.0.0.1:99999"}), `TETHER_LISTEN: invalid port "99999"`},
+		{withURL(map[string]string{"TETHER_LISTEN": "tcp://127.0.0.1:9000/x"}), `TETHER_LISTEN: entry 1 "tcp://127.0.0.1:9000/x": a listener takes no path or query`},
+		{withURL(map[string]string{"TETHER_LISTEN": "unix://run/t.sock"}), `TETHER_LISTEN: entry 1 "unix://run/t.sock": socket path "run/t.sock" is not absolute`},
+		{withURL(map[string]string{"TETHER_LISTEN": "http://127.0.0.1:1"}), `TETHER_LISTEN: entry 1 "http://127.0.0.1:1": unknown scheme "http"`},
+		{withURL(map[string]string{"TETHER_LISTEN": "8080"}), `TETHER_LISTEN: entry 1 "8080": invalid address "8080"`},
+		{withURL(map[string]string{"TETHER_LISTEN": "127.0.0.1:99999"}), `TETHER_LISTEN: entry 1 "127.0.0.1:99999": invalid port "99999"`},
+		{withURL(map[string]string{"TETHER_LISTEN": "127.0.0.1:8080,127.0.0.1:8080"}), `TETHER_LISTEN: entry 2 "ws://127.0.0.1:8080" repeats entry 1`},
+		{withURL(map[string]string{"TETHER_TCP_BINARY": "hex"}), "TETHER_TCP_BINARY: "},
+		{withURL(map[string]string{"TETHER_TCP_NEWLINE": "escape"}), "TETHER_TCP_NEWLINE: "},
+		{withURL(map[string]string{"TETHER_UNIX_SOCKET_MODE": "0444"}), `TETHER_UNIX_SOCKET_MODE: file mode "0444" lets no one connect`},
+		{withURL(map[string]string{"TETHER_FORWARD_PATH": "maybe"}), "TETHER_FORWARD_PATH: "},
 		{withURL(map[string]string{"TETHER_ADMIN_LISTEN": "no"}), `TETHER_ADMIN_LISTEN: invalid address "no": use host:port (or off)`},
 		{withURL(map[string]string{"TETHER_UPSTREAM_HEADERS": "X Bad: secret-value"}), `TETHER_UPSTREAM_HEADERS: entry 1: invalid header name "X Bad"`},
 		{withURL(map[string]string{"TETHER_UPSTREAM_TOKEN_FILE": "/nonexistent/token"}), "TETHER_UPSTREAM_TOKEN_FILE: cannot read"},
@@ -341,7 +351,8 @@ func TestServiceLinksIgnored(t *testing.T) {
 func TestErrorsDoNotEchoSecrets(t *testing.T) {
 	const secret = "s3cr3t-value"
 	envs := []map[string]string{
-		{"TETHER_UPSTREAM_URL": "https://user:" + secret + "@h/?token=" + secret},
+		{"TETHER_UPSTREAM_URL": "ftp://user:" + secret + "@h/?token=" + secret},
+		{"TETHER_UPSTREAM_URL": "https://user:" + secret + "@h/?token=" + secret + "#frag"},
 		{"TETHER_UPSTREAM_URL": "ws://user:" + secret + "@h:port/"},
 		{"TETHER_UPSTREAM_URL": "ws://h/%zz?token=" + secret},
 		withURL(map[string]string{"TETHER_UPSTREAM_HEADERS": "Authorization: Bearer " + secret + "\nX Bad: " + secret}),
@@ -426,38 +437,6 @@ func TestTokenFile(t *testing.T) {
 	lines := loadErrLines(t, withURL(map[string]string{"TETHER_UPSTREAM_TOKEN_FILE": empty}))
 	if !strings.HasPrefix(lines[0], "TETHER_UPSTREAM_TOKEN_FILE: file ") || !strings.HasSuffix(lines[0], "is empty") {
 		t.Errorf("problems = %q", lines)
-	}
-}
-
-func TestListenAddr(t *testing.T) {
-	tests := []struct {
-		in       string
-		want     listenAddr
-		loopback bool
-	}{
-		{"127.0.0.1:8080", "127.0.0.1:8080", true},
-		{"ws://127.0.0.1:8080", "127.0.0.1:8080", true},
-		{"ws://localhost:8080/", "localhost:8080", true},
-		{"[::1]:8080", "[::1]:8080", true},
-		{"0.0.0.0:8080", "0.0.0.0:8080", false},
-		{":8080", ":8080", false},
-		{"10.1.2.3:0", "10.1.2.3:0", false},
-	}
-	for _, tt := range tests {
-		var l listenAddr
-		if err := l.UnmarshalText([]byte(tt.in)); err != nil {
-			t.Errorf("UnmarshalText(%q): %v", tt.in, err)
-			continue
-		}
-		if l != tt.want || l.IsLoopback() != tt.loopback {
-			t.Errorf("UnmarshalText(%q) = %q loopback=%v, want %q loopback=%v", tt.in, l, l.IsLoopback(), tt.want, tt.loopback)
-		}
-	}
-	for _, bad := range []string{"", "127.0.0.1", "a:b", "ws://h:1/path", "h:-1", "127.0.0.1:1,127.0.0.1:2"} {
-		var l listenAddr
-		if err := l.UnmarshalText([]byte(bad)); err == nil {
-			t.Errorf("UnmarshalText(%q) = %q, want an error", bad, l)
-		}
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 const maxRandomSeed = 1_000_000
 
 // runDemo runs `tether demo`: a flaky feed, tether in front of it and a
-// naive client, narrated on stdout.
+// naive client, narrated on stdout; `tether demo -sse` does it with a
+// Server-Sent Events feed and an EventSource-like app.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseDemoFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -49,8 +50,9 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Options, error) {
 	fs := flag.NewFlagSet("tether demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: tether demo [-duration 30s] [-fault-every 4s] [-seed N] [-rate 20] [-v]")
+		fmt.Fprintln(fs.Output(), "usage: tether demo [-sse] [-duration 30s] [-fault-every 4s] [-seed N] [-rate 20] [-v]")
 		fmt.Fprintln(fs.Output(), "Runs a flaky upstream feed, tether in front of it and a naive client, and narrates what happens.")
+		fmt.Fprintln(fs.Output(), "With -sse the feed is a Server-Sent Events stream and the client an EventSource-like app.")
 		fs.PrintDefaults()
 	}
 	var opts demo.Options
@@ -59,6 +61,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Options, error) {
 	fs.Uint64Var(&opts.Seed, "seed", 0, "seed of the fault sequence (default: random, printed at start)")
 	fs.IntVar(&opts.Rate, "rate", demo.DefaultRate, "feed events per second")
 	fs.BoolVar(&opts.Verbose, "v", false, "also show tether's debug and unrecognised log entries")
+	fs.BoolVar(&opts.SSE, "sse", false, "Server-Sent Events: an event-stream feed, tether's sse:// listener and an EventSource-like app")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, err

@@ -88,6 +88,54 @@ func TestDemoFillsGapsAndDropsDuplicates(t *testing.T) {
 	}
 }
 
+// TestDemoSSERuns plays `tether demo -sse`, shortened: the SSE feed, the
+// real sidecar with an sse:// listener, and the EventSource-like app. With
+// seed 8 the feed first repeats two events (a hiccup, ~1.1s in), then
+// resets the stream ~0.9s after that; tether reconnects within the feed's
+// retry (1s) plus the backoff cap (3s) of jitter, so by ~6s: -duration 9s
+// leaves room for a loaded machine. The app's one stream must never end,
+// and it must see every event once, in order.
+func TestDemoSSERuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the SSE demo for 9s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	args := []string{"demo", "-sse", "-duration", "9s", "-fault-every", "1s", "-seed", "8"}
+	if err := run(ctx, args, map[string]string{}, &out, &errOut); err != nil {
+		t.Fatalf("run = %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"tether demo -sse: ",
+		"seed 8 ",
+		"feed    request #1, no Last-Event-ID: a new stream (retry: 1000, then live events)",
+		"tether  accepted the app's EventSource request",
+		"fault   hiccup: the feed sends its last 2 events again",
+		"tether  dropped 2 duplicate events the app already has",
+		"fault   TCP reset: the feed aborts tether's event stream (RST)",
+		"(the feed's retry: 1000 as a floor + jitter)", // the server's retry is the backoff's floor
+		"feed    request #2 with Last-Event-ID: ",      // tether resumed the feed
+		"tether  upstream back on retry #",             // at least one upstream reconnect
+		"app     events flow again after ",
+		"1 request, stream ends: 0",
+		"stream ends: 0, the app's one EventSource request stayed open through every fault.",
+		"every event reached the app once and in order.",
+		"summary after",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "!!!") {
+		t.Errorf("output reports a failure:\n%s", s)
+	}
+	if errOut.Len() > 0 {
+		t.Errorf("stderr not empty:\n%s", errOut.String())
+	}
+}
+
 // lineSignal is a concurrency-safe buffer that closes a channel once its
 // content contains a marker.
 type lineSignal struct {
@@ -143,6 +191,39 @@ func TestDemoInterrupted(t *testing.T) {
 	}
 }
 
+// Ctrl-C stops the SSE demo cleanly too: the app ends its request before
+// tether drains, so its stream still counts no end.
+func TestDemoSSEInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
+	defer cancel()
+	runCtx, interrupt := context.WithCancel(ctx)
+	out := &lineSignal{marker: "app     opened its EventSource on tether", seen: make(chan struct{})}
+	var errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, []string{"demo", "-sse", "-fault-every", "1s"}, nil, out, &errOut) }()
+	select {
+	case <-out.seen:
+	case err := <-done:
+		t.Fatalf("demo ended before the app connected: %v\n%s", err, out.String())
+	case <-ctx.Done():
+		t.Fatalf("app never connected:\n%s", out.String())
+	}
+	interrupt()
+	if err := <-done; err != nil {
+		t.Fatalf("run after interrupt = %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"interrupted: stopping the faults; the app closes its EventSource", "until Ctrl-C",
+		"stream ends: 0, the app's one EventSource request stayed open"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "!!!") {
+		t.Errorf("output reports a failure:\n%s", s)
+	}
+}
+
 func TestDemoBadFlags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -181,7 +262,7 @@ func TestDemoHelp(t *testing.T) {
 	if err := run(context.Background(), []string{"demo", "-h"}, nil, &out, &errOut); err != nil {
 		t.Fatalf("run demo -h = %v", err)
 	}
-	for _, want := range []string{"usage: tether demo", "-duration", "-fault-every", "-seed", "-rate"} {
+	for _, want := range []string{"usage: tether demo", "-duration", "-fault-every", "-seed", "-rate", "-sse"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, errOut.String())
 		}

@@ -91,7 +91,7 @@ func TestReadyzFlipsWhenDrainStarts(t *testing.T) {
 		"TETHER_DRAIN_TIMEOUT": drain.String(),
 	})
 	apps := []*testApp{dialTestApp(t, r.appURL), dialTestApp(t, r.appURL)}
-	awaitMetric(t, r.adminURL, "tether_sessions", nil, 2)
+	awaitMetric(t, r.adminURL, "tether_sessions", map[string]string{"listener": "ws"}, 2)
 	if code, body := get(t, r.adminURL+"/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz = %d %q before the drain, want 200", code, body)
 	}

@@ -29,6 +29,8 @@ const (
 func FuzzLoadConfig(f *testing.F) {
 	f.Add("feed.example.com", "X-Trace: 1", "127.0.0.1:8080", "http://localhost:3000", "16MiB", "1002,4100-4999", `{"op":"subscribe"}`, "500ms")
 	f.Add("h:port", "X Bad: v", "8080", "localhost:3000", "2GiB", "10x", "re:(", "-1s")
+	f.Add("feed.example.com", "", "127.0.0.1:0, tcp://[::1]:7000,unix:///run/t.sock", "", "1KiB", "", "", "1s")
+	f.Add("feed.example.com", "", "unix://rel,ws://h:1/p?q,tcp://h:1,tcp://h:1", "", "1KiB", "", "", "1s")
 	tokenFile := filepath.Join(f.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(fuzzTokenSecret+"\n"), 0o600); err != nil {
 		f.Fatal(err)

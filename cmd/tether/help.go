@@ -64,7 +64,7 @@ func (v envVar) defaultText() string {
 func writeHelp(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("usage: tether [demo|version|--help]\n\n")
-	b.WriteString("tether keeps a resilient upstream WebSocket connection on behalf of a local app.\n")
+	b.WriteString("tether keeps a resilient upstream WebSocket or Server-Sent Events connection on behalf of a local app.\n")
 	b.WriteString("It is configured only through environment variables:\n\n")
 	for _, v := range configVariables() {
 		def := v.defaultText()

@@ -56,20 +56,23 @@ func TestMetricsAfterResetAndRestart(t *testing.T) {
 		"TETHER_TRY_AGAIN_FLOOR": "100ms",
 	})
 	welcome := `{"t":"welcome"}`
+	wsSessions := map[string]string{"listener": "ws"}
 	dialsOK := map[string]string{"result": "ok"}
 	reset := map[string]string{"reason": "reset", "code": "none"}
 	restart := map[string]string{"reason": "close", "code": "1012"}
 
 	before := scrape(t, r.adminURL)
-	if v := value(before, "tether_sessions", nil); v != 0 {
-		t.Errorf("tether_sessions = %v before any app, want 0", v)
+	for _, kind := range []string{"ws", "unix", "tcp", "sse"} {
+		if s, ok := sample(before, "tether_sessions", map[string]string{"listener": kind}); !ok || s.GetGauge().GetValue() != 0 {
+			t.Errorf("tether_sessions{listener=%q} does not exist at 0 before any app", kind)
+		}
 	}
 	if _, ok := sample(before, "tether_upstream_disconnects_total", reset); !ok {
 		t.Error("tether_upstream_disconnects_total{reason=\"reset\"} does not exist at zero before the first reset")
 	}
 	app := dialTestApp(t, r.appURL)
 	app.expect(t, welcome)
-	awaitMetric(t, r.adminURL, "tether_sessions", nil, 1)
+	awaitMetric(t, r.adminURL, "tether_sessions", wsSessions, 1)
 	awaitMetric(t, r.adminURL, "tether_upstream_dials_total", dialsOK, 1)
 
 	app.send(t, "reset")
@@ -99,11 +102,11 @@ func TestMetricsAfterResetAndRestart(t *testing.T) {
 		t.Errorf("tether_reconnect_seconds_sum = %vs after a 1012, want ≥ the restart floor %v", sum, restartFloor)
 	}
 
-	awaitMetric(t, r.adminURL, "tether_messages_total", map[string]string{"direction": "app_to_upstream"}, 2)
-	awaitMetric(t, r.adminURL, "tether_messages_total", map[string]string{"direction": "upstream_to_app"}, 3)
+	awaitMetric(t, r.adminURL, "tether_messages_total", map[string]string{"direction": "app_to_upstream", "listener": "ws"}, 2)
+	awaitMetric(t, r.adminURL, "tether_messages_total", map[string]string{"direction": "upstream_to_app", "listener": "ws"}, 3)
 	app.close(t)
 	app.expectClose(t, 1000)
-	awaitMetric(t, r.adminURL, "tether_sessions", nil, 0)
+	awaitMetric(t, r.adminURL, "tether_sessions", wsSessions, 0)
 }
 
 // TestMetricsOutageAndRejections: while every upstream handshake answers 503,
@@ -128,7 +131,7 @@ func TestMetricsOutageAndRejections(t *testing.T) {
 		app.send(t, m)
 	}
 	awaitMetric(t, r.adminURL, "tether_outbox_messages", nil, 3)
-	awaitMetric(t, r.adminURL, "tether_messages_total", map[string]string{"direction": "app_to_upstream"}, 3)
+	awaitMetric(t, r.adminURL, "tether_messages_total", map[string]string{"direction": "app_to_upstream", "listener": "ws"}, 3)
 	m := scrape(t, r.adminURL)
 	if v := value(m, "tether_upstream_dials_total", map[string]string{"result": "http_5xx"}); v < 1 {
 		t.Errorf("dials{result=http_5xx} = %v during a 503 outage, want ≥ 1", v)
@@ -152,7 +155,7 @@ func TestMetricsOutageAndRejections(t *testing.T) {
 
 	app.close(t)
 	app.expectClose(t, 1000)
-	awaitMetric(t, r.adminURL, "tether_sessions", nil, 0)
+	awaitMetric(t, r.adminURL, "tether_sessions", map[string]string{"listener": "ws"}, 0)
 	awaitMetric(t, r.adminURL, "tether_outbox_messages", nil, 0)
 }
 
@@ -169,7 +172,7 @@ func TestMetricsExposition(t *testing.T) {
 		"tether_reconnect_seconds", "tether_messages_total", "tether_duplicates_dropped_total",
 		"tether_gaps_total", "tether_replayed_messages_total", "tether_outbox_messages",
 		"tether_outbox_dropped_total", "tether_recoveries_total", "tether_app_handshake_rejections_total",
-		"tether_held_bytes", "tether_draining", "tether_build_info", "go_goroutines",
+		"tether_held_bytes", "tether_draining", "tether_build_info", "tether_app_dropped_total", "go_goroutines",
 	} {
 		if _, ok := m[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)
@@ -179,7 +182,7 @@ func TestMetricsExposition(t *testing.T) {
 		t.Errorf("tether_build_info{version=%q} = %v, want 1", version, v)
 	}
 	allowed := map[string]bool{"result": true, "reason": true, "code": true, "direction": true,
-		"outcome": true, "method": true, "version": true}
+		"outcome": true, "method": true, "version": true, "listener": true}
 	for name, f := range m {
 		if !strings.HasPrefix(name, "tether_") {
 			continue
@@ -201,14 +204,31 @@ func TestProxyLabelsMatchMetrics(t *testing.T) {
 		proxy.DirectionUpstreamToApp != metrics.DirectionUpstreamToApp {
 		t.Error("proxy and internal/metrics disagree on message directions")
 	}
+	if string(proxy.ListenerWS) != metrics.ListenerWS || string(proxy.ListenerUnix) != metrics.ListenerUnix ||
+		string(proxy.ListenerTCP) != metrics.ListenerTCP || string(proxy.ListenerSSE) != metrics.ListenerSSE {
+		t.Error("proxy and internal/metrics disagree on listener kinds")
+	}
 	up := scriptedUpstream(t)
 	r := startProxy(t, map[string]string{"TETHER_UPSTREAM_URL": up.URL()})
 	m := scrape(t, r.adminURL)
 	for _, reason := range []string{proxy.RejectMaxSessions, proxy.RejectDraining, proxy.RejectUpstreamPermanent,
 		proxy.RejectBadRequest, proxy.RejectTimeout, proxy.RejectAborted,
-		proxy.RejectOrigin, proxy.RejectHost, proxy.RejectHeadersTooLarge} {
+		proxy.RejectOrigin, proxy.RejectHost, proxy.RejectHeadersTooLarge, proxy.RejectPath} {
 		if _, ok := sample(m, "tether_app_handshake_rejections_total", map[string]string{"reason": reason}); !ok {
 			t.Errorf("rejection reason %q is not pre-created by internal/metrics", reason)
+		}
+	}
+	for _, reason := range []string{proxy.DropTooLarge, proxy.DropInvalidUTF8, proxy.DropUnterminated,
+		proxy.DropBinary, proxy.DropNewline, proxy.DropReadOnly} {
+		if _, ok := sample(m, "tether_app_dropped_total", map[string]string{"reason": reason}); !ok {
+			t.Errorf("drop reason %q is not pre-created by internal/metrics", reason)
+		}
+	}
+	for _, kind := range []proxy.ListenerKind{proxy.ListenerWS, proxy.ListenerUnix, proxy.ListenerTCP, proxy.ListenerSSE} {
+		for _, dir := range []string{proxy.DirectionAppToUpstream, proxy.DirectionUpstreamToApp} {
+			if _, ok := sample(m, "tether_messages_total", map[string]string{"direction": dir, "listener": string(kind)}); !ok {
+				t.Errorf("tether_messages_total{direction=%q,listener=%q} is not pre-created", dir, kind)
+			}
 		}
 	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -46,19 +44,4 @@ func (o *originList) UnmarshalText(text []byte) error {
 // allowsAny reports TETHER_ALLOWED_ORIGINS=*.
 func (o originList) allowsAny() bool {
 	return len(o) == 1 && o[0] == proxy.AnyOrigin
-}
-
-// allowedHosts is the Host name the app listener accepts besides loopback
-// names and the IP address a connection arrived on: the host of
-// TETHER_LISTEN when it is a name (an IP address is covered already; a
-// wildcard address names nothing).
-func (l listenAddr) allowedHosts() []string {
-	host, _, err := net.SplitHostPort(string(l))
-	if err != nil || host == "" {
-		return nil
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return nil
-	}
-	return []string{host}
 }

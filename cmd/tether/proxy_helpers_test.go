@@ -144,9 +144,16 @@ type appEvent struct {
 
 func dialTestApp(t *testing.T, url string) *testApp {
 	t.Helper()
+	return dialTestAppWith(t, ws.Dialer{}, url)
+}
+
+// dialTestAppWith dials url with d, whose NetDial may lead elsewhere than
+// url's host (a unix socket).
+func dialTestAppWith(t *testing.T, d ws.Dialer, url string) *testApp {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	conn, br, _, err := ws.Dialer{}.Dial(ctx, url)
+	conn, br, _, err := d.Dial(ctx, url)
 	if err != nil {
 		t.Fatalf("app dial: %v", err)
 	}

@@ -34,8 +34,8 @@ func runSidecar(ctx context.Context, env map[string]string, stderr io.Writer) er
 }
 
 // serveProxy listens, serves apps and the admin server, and drains on ctx's end.
-// ready, when not nil, receives the bound app address once listening (tests,
-// demo).
+// ready, when not nil, receives the bound address of the first TETHER_LISTEN
+// entry once every listener is open (tests, demo).
 func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- net.Addr) error {
 	opts, err := proxyOptions(cfg, log)
 	if err != nil {
@@ -54,48 +54,115 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 		return err
 	}
 	m.SetOutboxSource(srv.OutboxMessages)
-	ln, err := net.Listen("tcp", string(cfg.Listen))
+	lns, err := openListeners(cfg.Listen, cfg.UnixSocketMode, log)
 	if err != nil {
-		return fmt.Errorf("listen on TETHER_LISTEN=%s: %w", cfg.Listen, err)
+		return err
 	}
-	if !cfg.Listen.IsLoopback() {
-		log.Warn("TETHER_LISTEN is not a loopback address: any host that reaches it can use the upstream credentials",
-			zap.String("listen", string(cfg.Listen)))
-	}
-	if cfg.AllowedOrigins.allowsAny() {
-		log.Warn("TETHER_ALLOWED_ORIGINS=*: every web page the user opens can use the upstream credentials")
-	}
+	warnSettings(cfg, log)
 	admin := newAdminServer(string(cfg.AdminListen), readiness(cfg, srv, opts.Upstream, log), metricsHandler(reg, log), log)
 	if cfg.AdminListen != "" {
 		if _, err := admin.Start(); err != nil {
-			_ = ln.Close()
+			closeListeners(lns)
 			return fmt.Errorf("admin server on TETHER_ADMIN_LISTEN=%s: %w", cfg.AdminListen, err)
 		}
 	}
-	log.Info("tether started", zap.Stringer("listen", ln.Addr()),
-		zap.String("upstream", cfg.RedactedUpstreamURL()), zap.String("version", versionString()))
+	logStarted(cfg, lns, log)
 	if ready != nil {
-		ready <- ln.Addr()
+		ready <- lns[0].ln.Addr()
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	served := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() { served <- srv.ServeKind(l.ln, l.spec.kind) }()
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-served:
 	}
-	return errors.Join(serveErr, drain(srv, admin, cfg, log, served, serveErr != nil))
+	pending := len(lns)
+	if serveErr != nil {
+		pending--
+	}
+	return errors.Join(serveErr, drain(srv, admin, cfg, log, served, pending))
 }
 
-// drain stops accepting, closes apps with 1001 over TETHER_DRAIN_TIMEOUT and
-// upstreams with 1000, then stops the admin server.
-func drain(srv *proxy.Server, admin *adminServer, cfg Config, log *zap.Logger, served <-chan error, serveDone bool) error {
+// logStarted writes one "listening" line per listener, then "tether
+// started" with the first listener's address in listen (what scripts and
+// the demo read) and every listener in listeners.
+func logStarted(cfg Config, lns []openListener, log *zap.Logger) {
+	all := make([]string, len(lns))
+	for i, l := range lns {
+		all[i] = string(l.spec.kind) + "://" + l.ln.Addr().String() + l.spec.path
+		log.Info("listening", zap.String("kind", string(l.spec.kind)), zap.Stringer("addr", l.ln.Addr()),
+			zap.String("entry", l.spec.String()))
+	}
+	log.Info("tether started", zap.Stringer("listen", lns[0].ln.Addr()), zap.Strings("listeners", all),
+		zap.String("upstream", cfg.RedactedUpstreamURL()), zap.Stringer("upstream_kind", cfg.Kind()),
+		zap.String("version", versionString()))
+}
+
+// warnSettings logs, once at start, settings that expose the credentials and
+// settings that have no effect with the listeners configured (a setting that
+// silently does nothing costs an operator hours; refusing them would break a
+// Helm chart that renders every value).
+func warnSettings(cfg Config, log *zap.Logger) {
+	for _, ln := range cfg.Listen {
+		if !ln.isLoopback() {
+			log.Warn("TETHER_LISTEN is not a loopback address: any host that reaches it can use the upstream credentials",
+				zap.String("listen", ln.String()))
+		}
+	}
+	if cfg.AllowedOrigins.allowsAny() {
+		log.Warn("TETHER_ALLOWED_ORIGINS=*: every web page the user opens can use the upstream credentials")
+	}
+	for _, name := range ineffectiveSettings(cfg) {
+		log.Warn("setting has no effect with the configured listeners", zap.String("variable", name),
+			zap.String("listen", cfg.Listen.String()))
+	}
+	if cfg.Kind() == upstream.KindWebSocket && cfg.SSEFormat != upstream.SSEJSON {
+		log.Warn("setting has no effect with a WebSocket upstream", zap.String("variable", "TETHER_SSE_FORMAT"))
+	}
+}
+
+// defaultSSELinger is TETHER_SSE_LINGER's default (its envDefault tag).
+const defaultSSELinger = 30 * time.Second
+
+// ineffectiveSettings names variables set away from their defaults that no
+// configured listener uses.
+func ineffectiveSettings(cfg Config) []string {
+	var names []string
+	if !cfg.Listen.has(proxy.ListenerTCP) {
+		if cfg.TCPBinary != proxy.BinaryBase64 {
+			names = append(names, "TETHER_TCP_BINARY")
+		}
+		if cfg.TCPNewline != proxy.NewlineSpace {
+			names = append(names, "TETHER_TCP_NEWLINE")
+		}
+	}
+	if !cfg.Listen.has(proxy.ListenerUnix) && cfg.UnixSocketMode != defaultSocketMode {
+		names = append(names, "TETHER_UNIX_SOCKET_MODE")
+	}
+	if !cfg.Listen.has(proxy.ListenerSSE) && cfg.SSELinger != defaultSSELinger {
+		names = append(names, "TETHER_SSE_LINGER")
+	}
+	if cfg.ForwardPath && !cfg.Listen.has(proxy.ListenerWS) && !cfg.Listen.has(proxy.ListenerUnix) {
+		names = append(names, "TETHER_FORWARD_PATH")
+	}
+	return names
+}
+
+// drain stops accepting on every listener, closes apps with 1001 over
+// TETHER_DRAIN_TIMEOUT and upstreams with 1000, waits for the pending
+// accept loops to return, then stops the admin server.
+func drain(srv *proxy.Server, admin *adminServer, cfg Config, log *zap.Logger, served <-chan error, pending int) error {
 	log.Info("shutting down", zap.Duration("drain_timeout", cfg.DrainTimeout), zap.Int("sessions", srv.Sessions()))
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout+shutdownGrace)
 	defer cancel()
 	err := srv.Shutdown(ctx, cfg.DrainTimeout)
-	if !serveDone {
-		<-served
+	for range pending {
+		// Shutdown closed every listener, so each accept loop returns
+		// (nil after a shutdown, or the error that stopped it first).
+		err = errors.Join(err, <-served)
 	}
 	if aerr := admin.Shutdown(ctx); aerr != nil {
 		err = errors.Join(err, aerr)
@@ -115,6 +182,8 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 	}
 	up := upstream.Options{
 		URL:       cfg.UpstreamURL.String(),
+		Kind:      cfg.Kind(),
+		SSEFormat: cfg.SSEFormat,
 		Header:    cfg.Header(),
 		TokenFile: cfg.UpstreamTokenFile,
 		TLSConfig: tlsConfig,
@@ -154,6 +223,10 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 		Rules:                 rules,
 		AllowedOrigins:        cfg.AllowedOrigins,
 		AllowedHosts:          cfg.Listen.allowedHosts(),
+		TCPBinary:             cfg.TCPBinary,
+		TCPNewline:            cfg.TCPNewline,
+		ForwardPath:           cfg.ForwardPath,
+		SSELinger:             cfg.SSELinger,
 	}, nil
 }
 

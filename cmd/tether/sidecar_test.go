@@ -126,7 +126,7 @@ func TestBadConfigExit2(t *testing.T) {
 	bin := buildTether(t)
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
-		"TETHER_UPSTREAM_URL=http://example.invalid/",
+		"TETHER_UPSTREAM_URL=ftp://example.invalid/",
 		"TETHER_DIAL_TIMEOUT=ten seconds",
 		"TETHER_BACKOFF_JITTER=sometimes",
 		"TETHER_UPSTREM_HEADERS=x",

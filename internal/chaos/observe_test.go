@@ -31,9 +31,10 @@ func (c *counts) get(key string) int {
 	return c.n[key]
 }
 
-func (c *counts) SessionStarted()            { c.add("session started", 1) }
-func (c *counts) SessionEnded()              { c.add("session ended", 1) }
-func (c *counts) Message(dir string)         { c.add("message "+dir, 1) }
+func (c *counts) SessionStarted(string)      { c.add("session started", 1) }
+func (c *counts) SessionEnded(string)        { c.add("session ended", 1) }
+func (c *counts) Message(dir, _ string)      { c.add("message "+dir, 1) }
+func (c *counts) AppDropped(r string)        { c.add("app dropped "+r, 1) }
 func (c *counts) DroppedFromOutbox(n int)    { c.add("dropped from outbox", n) }
 func (c *counts) HandshakeRejected(r string) { c.add("handshake rejected "+r, 1) }
 func (c *counts) DrainStarted()              { c.add("drain started", 1) }

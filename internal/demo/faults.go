@@ -79,26 +79,34 @@ func (k faultKind) describe() string {
 
 // plan is the seeded fault sequence: which fault comes next and after how
 // long. The same seed gives the same sequence. Kinds are dealt from a
-// shuffled deck, so every kind shows up in each run of five faults: a short
-// demo shows the whole repertoire instead of, by chance, three resets. Not
-// safe for concurrent use.
-type plan struct {
-	rng  *rand.Rand
-	mean time.Duration
-	deck []faultKind // kinds left in the current shuffle
+// shuffled deck, so every kind shows up in each run of as many faults as
+// there are kinds: a short demo shows the whole repertoire instead of, by
+// chance, three resets. K is the mode's fault type (faultKind for the
+// WebSocket demo, sseFault for the SSE one). Not safe for concurrent use.
+type plan[K ~int] struct {
+	rng   *rand.Rand
+	mean  time.Duration
+	kinds K   // how many kinds there are: 0 to kinds-1
+	deck  []K // kinds left in the current shuffle
 }
 
-func newPlan(seed uint64, mean time.Duration) *plan {
+// newPlan is the WebSocket demo's plan.
+func newPlan(seed uint64, mean time.Duration) *plan[faultKind] {
+	return newPlanOf(seed, mean, numFaultKinds)
+}
+
+// newPlanOf deals the kinds 0 to kinds-1.
+func newPlanOf[K ~int](seed uint64, mean time.Duration, kinds K) *plan[K] {
 	// The second PCG word only separates this stream from the price walk's.
-	return &plan{rng: rand.New(rand.NewPCG(seed, 0xfa17)), mean: mean}
+	return &plan[K]{rng: rand.New(rand.NewPCG(seed, 0xfa17)), mean: mean, kinds: kinds}
 }
 
 // next returns the next fault and the healthy time to wait before it:
 // uniform in [mean/2, 3·mean/2), so faults are irregular but never bunch up.
-func (p *plan) next() (faultKind, time.Duration) {
+func (p *plan[K]) next() (K, time.Duration) {
 	if len(p.deck) == 0 {
-		for _, k := range p.rng.Perm(int(numFaultKinds)) {
-			p.deck = append(p.deck, faultKind(k))
+		for _, k := range p.rng.Perm(int(p.kinds)) {
+			p.deck = append(p.deck, K(k))
 		}
 	}
 	kind := p.deck[0]
@@ -111,7 +119,7 @@ func (p *plan) next() (faultKind, time.Duration) {
 // until the feed streams to a live connection again, then for its delay.
 type faults struct {
 	feed   *feed
-	plan   *plan
+	plan   *plan[faultKind]
 	narr   *narrator
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -119,7 +127,7 @@ type faults struct {
 }
 
 // startFaults starts the scheduler goroutine.
-func startFaults(f *feed, p *plan, n *narrator) *faults {
+func startFaults(f *feed, p *plan[faultKind], n *narrator) *faults {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &faults{feed: f, plan: p, narr: n, cancel: cancel, done: make(chan struct{})}
 	go s.run(ctx)

@@ -43,6 +43,10 @@ type Options struct {
 	Rate int
 	// Verbose also narrates tether's debug and unrecognised log entries.
 	Verbose bool
+	// SSE plays the Server-Sent Events demo (sse_*.go) instead of the
+	// WebSocket one: an event-stream feed, tether with an sse:// listener,
+	// and an EventSource-like app.
+	SSE bool
 	// Out receives the narration. Required.
 	Out io.Writer
 	// Tether runs tether. Required.

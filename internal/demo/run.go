@@ -16,10 +16,14 @@ import (
 //
 // It returns nil after a normal end (Ctrl-C included), an error wrapping
 // ErrInvalidOptions for bad options, ErrClientClosed when the client's
-// socket was closed under it, ErrTetherStopped when tether quit early.
+// socket was closed under it (ErrStreamEnded when the SSE app's stream
+// ended), ErrTetherStopped when tether quit early.
 func Run(ctx context.Context, opts Options) error {
 	if err := opts.validate(); err != nil {
 		return err
+	}
+	if opts.SSE {
+		return runSSE(ctx, opts)
 	}
 	d := &demo{opts: opts, narr: newNarrator(opts.Out, time.Now, demoSettings, opts.Verbose)}
 	return d.run(ctx)

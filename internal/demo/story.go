@@ -110,6 +110,7 @@ type tetherStats struct {
 type story struct {
 	settings
 	verbose bool // fixed at construction
+	sse     bool // the SSE demo: its own words for some entries (sse_story.go); fixed before the first entry
 	stats   tetherStats
 
 	// silentSince is when the feed went half-open (zero otherwise): tether
@@ -125,6 +126,11 @@ func (s *story) wentSilent(t time.Time) { s.silentSince = t }
 
 // line returns the narration for one entry, or false to stay silent.
 func (s *story) line(e zapcore.Entry, f logFields) (string, bool) {
+	if s.sse {
+		if text, ok, known := s.sseLine(e, f); known {
+			return text, ok
+		}
+	}
 	switch e.Message {
 	case "tether started":
 		return fmt.Sprintf("listening on %s for the app; upstream %s", f.str("listen"), f.str("upstream")), true

@@ -3,8 +3,9 @@
 // the global default registry, so tests build isolated instances), plus the
 // Go runtime and process collectors with RegisterRuntime.
 //
-// Metrics implements the proxy's event hooks (sessions, messages, outbox
-// drops, handshake rejections, drain, replay and sequencing events) and, with
+// Metrics implements the proxy's event hooks (sessions and messages, both by
+// listener kind; messages dropped by transport rules, outbox drops,
+// handshake rejections, drain, replay and sequencing events) and, with
 // UpstreamObserver, the upstream package's Observer (dials, disconnects,
 // loss → confirmed time). Neither package imports this one: cmd/tether wires
 // them, so the import direction cmd → proxy → upstream holds and neither

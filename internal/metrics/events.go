@@ -1,29 +1,46 @@
 package metrics
 
-import "time"
+import (
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // The methods below are the proxy's hooks (proxy.Metrics). Counts are ints
 // because that is what the proxy has at hand; negative counts are ignored
 // where a counter cannot go down.
 
-// SessionStarted counts an app connection admitted (tether_sessions).
-func (m *Metrics) SessionStarted() { m.Sessions.Inc() }
+// SessionStarted counts an app connection admitted on a listener of kind
+// listener (tether_sessions{listener}).
+func (m *Metrics) SessionStarted(listener string) { m.Sessions.WithLabelValues(listener).Inc() }
 
 // SessionEnded counts an app connection gone.
-func (m *Metrics) SessionEnded() { m.Sessions.Dec() }
+func (m *Metrics) SessionEnded(listener string) { m.Sessions.WithLabelValues(listener).Dec() }
 
 // Message counts one forwarded message in direction (DirectionAppToUpstream or
-// DirectionUpstreamToApp).
-func (m *Metrics) Message(direction string) {
-	switch direction {
-	case DirectionAppToUpstream:
-		m.appToUpstream.Inc()
-	case DirectionUpstreamToApp:
-		m.upstreamToApp.Inc()
-	default:
-		m.Messages.WithLabelValues(direction).Inc()
+// DirectionUpstreamToApp) for an app on a listener of kind listener. It runs
+// for every message: the known series are resolved once, in New.
+func (m *Metrics) Message(direction, listener string) {
+	if c := m.messageCounter(direction, listener); c != nil {
+		c.Inc()
+		return
 	}
+	m.Messages.WithLabelValues(direction, listener).Inc()
 }
+
+func (m *Metrics) messageCounter(direction, listener string) prometheus.Counter {
+	d := slices.Index(directions[:], direction)
+	l := slices.Index(listenerKinds[:], listener)
+	if d < 0 || l < 0 {
+		return nil
+	}
+	return m.messages[l][d]
+}
+
+// AppDropped counts one message not forwarded because of a transport rule
+// (tether_app_dropped_total{reason}).
+func (m *Metrics) AppDropped(reason string) { m.Dropped.WithLabelValues(reason).Inc() }
 
 // DroppedFromOutbox counts n app messages lost to a full outbox.
 func (m *Metrics) DroppedFromOutbox(n int) { addCount(m.OutboxDropped, n) }

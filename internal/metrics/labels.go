@@ -14,10 +14,11 @@ var (
 	// lossReasons are why an open upstream connection ended
 	// (upstream.Observer); "close" comes with a close code label.
 	lossReasons = []string{"close", "reset", "eof", "heartbeat", "protocol", "restore", "network"}
-	// rejectionReasons are why an app's WebSocket handshake was refused.
+	// rejectionReasons are why an app's WebSocket handshake was refused, or
+	// a tcp:// app on accept (max_sessions, draining, upstream_permanent).
 	rejectionReasons = []string{
 		"max_sessions", "draining", "upstream_permanent", "bad_request", "timeout", "aborted",
-		"origin", "host", "headers_too_large",
+		"origin", "host", "headers_too_large", "path",
 	}
 )
 
@@ -25,6 +26,31 @@ var (
 const (
 	DirectionAppToUpstream = "app_to_upstream"
 	DirectionUpstreamToApp = "upstream_to_app"
+)
+
+// Listener kinds (the listener label of tether_sessions and
+// tether_messages_total): WebSocket over TCP, WebSocket over a unix socket,
+// newline-delimited lines over TCP, Server-Sent Events over HTTP.
+const (
+	ListenerWS   = "ws"
+	ListenerUnix = "unix"
+	ListenerTCP  = "tcp"
+	ListenerSSE  = "sse"
+)
+
+// Why a message was not forwarded (tether_app_dropped_total{reason}): from
+// the app, over TETHER_MAX_MESSAGE_BYTES, text that is not UTF-8, or the
+// bytes after a tcp:// app's last newline when it disconnected; to a tcp://
+// app, a binary message or text with a line break under a drop or close
+// policy (TETHER_TCP_BINARY, TETHER_TCP_NEWLINE); an app message while the
+// upstream is SSE, which takes none (read_only).
+const (
+	DropTooLarge     = "too_large"
+	DropInvalidUTF8  = "invalid_utf8"
+	DropUnterminated = "unterminated"
+	DropBinary       = "binary"
+	DropNewline      = "newline"
+	DropReadOnly     = "read_only"
 )
 
 // Gap outcomes (tether_gaps_total{outcome}), DESIGN.md "Sequences and gap
@@ -52,6 +78,9 @@ const (
 var (
 	gapOutcomes     = []string{GapFilled, GapResync, GapClosed, GapSkipped, GapNotified}
 	recoveryMethods = []string{RecoveryResume, RecoveryHTTP, RecoveryResync}
+	directions      = [...]string{DirectionAppToUpstream, DirectionUpstreamToApp}
+	listenerKinds   = [...]string{ListenerWS, ListenerUnix, ListenerTCP, ListenerSSE}
+	dropReasons     = []string{DropTooLarge, DropInvalidUTF8, DropUnterminated, DropBinary, DropNewline, DropReadOnly}
 )
 
 // codeNone is the code label of a disconnect without a close frame.

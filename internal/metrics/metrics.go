@@ -24,12 +24,13 @@ var ReconnectBuckets = []float64{
 // Metrics holds every tether_* collector. Create it with New; the exported
 // fields are for tests and for wiring, events go through the methods.
 type Metrics struct {
-	Sessions            prometheus.Gauge
+	Sessions            *prometheus.GaugeVec   // listener
 	UpstreamDials       *prometheus.CounterVec // result
 	UpstreamDisconnects *prometheus.CounterVec // reason, code
 	ReconnectSeconds    prometheus.Histogram
 	Recoveries          *prometheus.CounterVec // method
-	Messages            *prometheus.CounterVec // direction
+	Messages            *prometheus.CounterVec // direction, listener
+	Dropped             *prometheus.CounterVec // reason
 	DuplicatesDropped   prometheus.Counter
 	Gaps                *prometheus.CounterVec // outcome
 	ReplayedMessages    prometheus.Counter
@@ -40,8 +41,8 @@ type Metrics struct {
 	Draining            prometheus.Gauge
 	BuildInfo           *prometheus.GaugeVec // version
 
-	appToUpstream, upstreamToApp prometheus.Counter // hot path: resolved once
-	outbox                       atomic.Pointer[func() int]
+	messages [len(listenerKinds)][len(directions)]prometheus.Counter // hot path, resolved once
+	outbox   atomic.Pointer[func() int]
 }
 
 // New creates every collector and registers it on reg. version becomes the
@@ -74,10 +75,10 @@ func RegisterRuntime(reg prometheus.Registerer) error {
 
 func newCollectors() *Metrics {
 	m := &Metrics{
-		Sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+		Sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tether_sessions",
-			Help: "App connections open now (one upstream stream each).",
-		}),
+			Help: "App connections open now (one upstream stream each), by listener kind: ws, unix, tcp, sse.",
+		}, []string{"listener"}),
 		UpstreamDials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_upstream_dials_total",
 			Help: "Upstream dial attempts by result: ok, refused, timeout, dns, tls, network, http_401, http_403, http_429, http_5xx, http_4xx, http_other, bad_url, token.",
@@ -97,8 +98,12 @@ func newCollectors() *Metrics {
 		}, []string{"method"}),
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_messages_total",
-			Help: "Messages forwarded, by direction: app_to_upstream (received from the app), upstream_to_app (delivered to the app).",
-		}, []string{"direction"}),
+			Help: "Messages forwarded, by direction: app_to_upstream (received from the app), upstream_to_app (delivered to the app); and by listener kind: ws, unix, tcp, sse.",
+		}, []string{"direction", "listener"}),
+		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_app_dropped_total",
+			Help: "Messages not forwarded because of a transport rule, by reason: from the app, too_large, invalid_utf8, unterminated (the app is closed or gone); to a tcp:// app, binary and newline (TETHER_TCP_BINARY, TETHER_TCP_NEWLINE set to drop or close); read_only, an app message while the upstream is SSE.",
+		}, []string{"reason"}),
 		DuplicatesDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_duplicates_dropped_total",
 			Help: "Upstream messages not delivered because their sequence number was already delivered.",
@@ -117,7 +122,7 @@ func newCollectors() *Metrics {
 		}),
 		HandshakeRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_app_handshake_rejections_total",
-			Help: "App WebSocket handshakes refused, by reason: max_sessions, draining, upstream_permanent, bad_request, timeout, aborted, origin, host, headers_too_large.",
+			Help: "App WebSocket handshakes refused (and tcp:// apps refused on accept), by reason: max_sessions, draining, upstream_permanent, bad_request, timeout, aborted, origin, host, headers_too_large, path.",
 		}, []string{"reason"}),
 		HeldBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tether_held_bytes",
@@ -136,15 +141,18 @@ func newCollectors() *Metrics {
 		Name: "tether_outbox_messages",
 		Help: "App messages queued while their upstream is down, across sessions.",
 	}, m.outboxMessages)
-	m.appToUpstream = m.Messages.WithLabelValues(DirectionAppToUpstream)
-	m.upstreamToApp = m.Messages.WithLabelValues(DirectionUpstreamToApp)
+	for l, listener := range listenerKinds {
+		for d, direction := range directions {
+			m.messages[l][d] = m.Messages.WithLabelValues(direction, listener)
+		}
+	}
 	return m
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.Sessions, m.UpstreamDials, m.UpstreamDisconnects, m.ReconnectSeconds,
-		m.Recoveries, m.Messages, m.DuplicatesDropped, m.Gaps, m.ReplayedMessages,
+		m.Recoveries, m.Messages, m.Dropped, m.DuplicatesDropped, m.Gaps, m.ReplayedMessages,
 		m.OutboxMessages, m.OutboxDropped, m.HandshakeRejections, m.HeldBytes,
 		m.Draining, m.BuildInfo,
 	}
@@ -168,6 +176,12 @@ func (m *Metrics) precreate() {
 	}
 	for _, v := range recoveryMethods {
 		m.Recoveries.WithLabelValues(v)
+	}
+	for _, v := range listenerKinds {
+		m.Sessions.WithLabelValues(v)
+	}
+	for _, v := range dropReasons {
+		m.Dropped.WithLabelValues(v)
 	}
 }
 

@@ -56,8 +56,8 @@ func TestCloseCodeLabel(t *testing.T) {
 func TestNewIsolated(t *testing.T) {
 	reg, a := newMetrics(t)
 	_, b := newMetrics(t)
-	a.SessionStarted()
-	if got := testutil.ToFloat64(b.Sessions); got != 0 {
+	a.SessionStarted(metrics.ListenerWS)
+	if got := testutil.ToFloat64(b.Sessions.WithLabelValues(metrics.ListenerWS)); got != 0 {
 		t.Errorf("second instance sees %v sessions, want 0", got)
 	}
 	if _, err := metrics.New(reg, "again"); err == nil {
@@ -86,10 +86,12 @@ tether_build_info{version="v1.2.3"} 1
 	for name, n := range map[string]int{
 		"tether_upstream_dials_total":           14,
 		"tether_upstream_disconnects_total":     6, // every reason but close, code="none"
-		"tether_app_handshake_rejections_total": 9,
+		"tether_app_handshake_rejections_total": 10,
 		"tether_gaps_total":                     5,
 		"tether_recoveries_total":               3,
-		"tether_messages_total":                 2,
+		"tether_messages_total":                 8, // 2 directions × 4 listener kinds
+		"tether_sessions":                       4, // one per listener kind
+		"tether_app_dropped_total":              6,
 	} {
 		if got, err := testutil.GatherAndCount(reg, name); err != nil || got != n {
 			t.Errorf("%s has %d series at start (%v), want %d", name, got, err, n)
@@ -101,12 +103,18 @@ tether_build_info{version="v1.2.3"} 1
 func TestEvents(t *testing.T) {
 	_, m := newMetrics(t)
 	obs := metrics.UpstreamObserver{Metrics: m, Permanent: func(c int) bool { return c == 4500 }}
-	m.SessionStarted()
-	m.SessionStarted()
-	m.SessionEnded()
-	m.Message(metrics.DirectionAppToUpstream)
-	m.Message(metrics.DirectionUpstreamToApp)
-	m.Message(metrics.DirectionUpstreamToApp)
+	m.SessionStarted(metrics.ListenerWS)
+	m.SessionStarted(metrics.ListenerWS)
+	m.SessionEnded(metrics.ListenerWS)
+	m.SessionStarted(metrics.ListenerTCP)
+	m.Message(metrics.DirectionAppToUpstream, metrics.ListenerWS)
+	m.Message(metrics.DirectionUpstreamToApp, metrics.ListenerWS)
+	m.Message(metrics.DirectionUpstreamToApp, metrics.ListenerWS)
+	m.Message(metrics.DirectionUpstreamToApp, metrics.ListenerUnix)
+	m.Message(metrics.DirectionAppToUpstream, metrics.ListenerTCP)
+	m.AppDropped(metrics.DropBinary)
+	m.AppDropped(metrics.DropBinary)
+	m.AppDropped(metrics.DropTooLarge)
 	m.DroppedFromOutbox(3)
 	m.DroppedFromOutbox(0)
 	m.HandshakeRejected("max_sessions")
@@ -128,23 +136,31 @@ func TestEvents(t *testing.T) {
 		c    prometheus.Collector
 		want float64
 	}{
-		"sessions":         {m.Sessions, 1},
-		"app_to_upstream":  {m.Messages.WithLabelValues("app_to_upstream"), 1},
-		"upstream_to_app":  {m.Messages.WithLabelValues("upstream_to_app"), 2},
-		"outbox dropped":   {m.OutboxDropped, 3},
-		"max_sessions":     {m.HandshakeRejections.WithLabelValues("max_sessions"), 1},
-		"draining":         {m.Draining, 1},
-		"replayed":         {m.ReplayedMessages, 4},
-		"duplicates":       {m.DuplicatesDropped, 1},
-		"gap skipped":      {m.Gaps.WithLabelValues("skipped"), 1},
-		"gap filled":       {m.Gaps.WithLabelValues("filled"), 0},
-		"recovered resume": {m.Recoveries.WithLabelValues("resume"), 1},
-		"held bytes":       {m.HeldBytes, 60},
-		"dials ok":         {m.UpstreamDials.WithLabelValues("ok"), 1},
-		"dials 5xx":        {m.UpstreamDials.WithLabelValues("http_5xx"), 1},
-		"lost reset":       {m.UpstreamDisconnects.WithLabelValues("reset", "none"), 1},
-		"lost 1012":        {m.UpstreamDisconnects.WithLabelValues("close", "1012"), 1},
-		"lost permanent":   {m.UpstreamDisconnects.WithLabelValues("close", "permanent"), 1},
+		"sessions ws":          {m.Sessions.WithLabelValues("ws"), 1},
+		"sessions tcp":         {m.Sessions.WithLabelValues("tcp"), 1},
+		"sessions unix":        {m.Sessions.WithLabelValues("unix"), 0},
+		"app_to_upstream ws":   {m.Messages.WithLabelValues("app_to_upstream", "ws"), 1},
+		"upstream_to_app ws":   {m.Messages.WithLabelValues("upstream_to_app", "ws"), 2},
+		"upstream_to_app unix": {m.Messages.WithLabelValues("upstream_to_app", "unix"), 1},
+		"app_to_upstream tcp":  {m.Messages.WithLabelValues("app_to_upstream", "tcp"), 1},
+		"upstream_to_app tcp":  {m.Messages.WithLabelValues("upstream_to_app", "tcp"), 0},
+		"dropped binary":       {m.Dropped.WithLabelValues("binary"), 2},
+		"dropped too_large":    {m.Dropped.WithLabelValues("too_large"), 1},
+		"dropped newline":      {m.Dropped.WithLabelValues("newline"), 0},
+		"outbox dropped":       {m.OutboxDropped, 3},
+		"max_sessions":         {m.HandshakeRejections.WithLabelValues("max_sessions"), 1},
+		"draining":             {m.Draining, 1},
+		"replayed":             {m.ReplayedMessages, 4},
+		"duplicates":           {m.DuplicatesDropped, 1},
+		"gap skipped":          {m.Gaps.WithLabelValues("skipped"), 1},
+		"gap filled":           {m.Gaps.WithLabelValues("filled"), 0},
+		"recovered resume":     {m.Recoveries.WithLabelValues("resume"), 1},
+		"held bytes":           {m.HeldBytes, 60},
+		"dials ok":             {m.UpstreamDials.WithLabelValues("ok"), 1},
+		"dials 5xx":            {m.UpstreamDials.WithLabelValues("http_5xx"), 1},
+		"lost reset":           {m.UpstreamDisconnects.WithLabelValues("reset", "none"), 1},
+		"lost 1012":            {m.UpstreamDisconnects.WithLabelValues("close", "1012"), 1},
+		"lost permanent":       {m.UpstreamDisconnects.WithLabelValues("close", "permanent"), 1},
 	} {
 		if got := testutil.ToFloat64(tc.c); got != tc.want {
 			t.Errorf("%s = %v, want %v", name, got, tc.want)
@@ -177,6 +193,22 @@ tether_reconnect_seconds_count 1
 `
 	if err := testutil.CollectAndCompare(m.ReconnectSeconds, strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+// A label value outside the known sets is still counted, under its own
+// series, rather than lost or folded into a known one.
+func TestMessageUnknownLabels(t *testing.T) {
+	_, m := newMetrics(t)
+	m.Message("sideways", metrics.ListenerWS)
+	m.Message(metrics.DirectionAppToUpstream, "carrier-pigeon")
+	for _, labels := range [][2]string{{"sideways", "ws"}, {"app_to_upstream", "carrier-pigeon"}} {
+		if got := testutil.ToFloat64(m.Messages.WithLabelValues(labels[0], labels[1])); got != 1 {
+			t.Errorf("messages%v = %v, want 1", labels, got)
+		}
+	}
+	if got := testutil.ToFloat64(m.Messages.WithLabelValues("app_to_upstream", "ws")); got != 0 {
+		t.Errorf("messages{app_to_upstream,ws} = %v, want 0", got)
 	}
 }
 
