@@ -88,9 +88,18 @@ func (d *demo) connect(ctx context.Context) error {
 // watch prints the client's periodic summary until the demo should end, and
 // says why it ends.
 func (d *demo) watch(ctx context.Context) string {
+	return watchDemo(ctx, d.opts.Duration, d.tether.done, d.client.Done(),
+		"the client's socket is gone", func() { d.narr.clientSummary(d.client.Stats()) })
+}
+
+// watchDemo calls summary every summaryEvery until the demo should end:
+// ctx ends, duration (when > 0) has passed, tether stops or the app is
+// gone (appGone says so). It returns why, for the closing line.
+func watchDemo(ctx context.Context, duration time.Duration, tetherDone, appDone <-chan struct{},
+	appGone string, summary func()) string {
 	var deadline <-chan time.Time
-	if d.opts.Duration > 0 {
-		t := time.NewTimer(d.opts.Duration)
+	if duration > 0 {
+		t := time.NewTimer(duration)
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -101,13 +110,13 @@ func (d *demo) watch(ctx context.Context) string {
 		case <-ctx.Done():
 			return "interrupted"
 		case <-deadline:
-			return fmtSetting(d.opts.Duration) + " elapsed"
-		case <-d.tether.done:
+			return fmtSetting(duration) + " elapsed"
+		case <-tetherDone:
 			return "tether stopped"
-		case <-d.client.Done():
-			return "the client's socket is gone"
+		case <-appDone:
+			return appGone
 		case <-tick.C:
-			d.narr.clientSummary(d.client.Stats())
+			summary()
 		}
 	}
 }

@@ -119,28 +119,8 @@ func (d *sseDemo) connect(ctx context.Context) error {
 // watch prints the app's periodic summary until the demo should end, and
 // says why it ends.
 func (d *sseDemo) watch(ctx context.Context) string {
-	var deadline <-chan time.Time
-	if d.opts.Duration > 0 {
-		t := time.NewTimer(d.opts.Duration)
-		defer t.Stop()
-		deadline = t.C
-	}
-	tick := time.NewTicker(summaryEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return "interrupted"
-		case <-deadline:
-			return fmtSetting(d.opts.Duration) + " elapsed"
-		case <-d.tether.done:
-			return "tether stopped"
-		case <-d.app.Done():
-			return "the app's EventSource gave up"
-		case <-tick.C:
-			d.narr.say(srcApp, "%s", appLine(d.app.Stats()))
-		}
-	}
+	return watchDemo(ctx, d.opts.Duration, d.tether.done, d.app.Done(),
+		"the app's EventSource gave up", func() { d.narr.say(srcApp, "%s", appLine(d.app.Stats())) })
 }
 
 // stop shuts the demo down in the order that keeps the app's stream

@@ -89,18 +89,7 @@ func (n *narrator) sseSummary(r sseReport) {
 }
 
 func sseFaultLine(counts [numSSEFaults]int) string {
-	total := 0
-	var parts []string
-	for k, c := range counts {
-		total += c
-		if c > 0 {
-			parts = append(parts, plural(int64(c), sseFaultNames[k], sseFaultPlurals[k]))
-		}
-	}
-	if total == 0 {
-		return "none injected"
-	}
-	return fmt.Sprintf("%d: %s", total, strings.Join(parts, ", "))
+	return countsLine(counts[:], sseFaultNames[:], sseFaultPlurals[:])
 }
 
 // sseTetherLine reads "5 upstream streams lost, 2 requests refused or

@@ -105,12 +105,18 @@ func feedLine(f feedStats) string {
 }
 
 func faultLine(counts [numFaultKinds]int) string {
+	return countsLine(counts[:], faultNames[:], faultPlurals[:])
+}
+
+// countsLine reads "5: 1 TCP reset, 2 stalls, …" from per-kind counts and
+// their names, or "none injected".
+func countsLine(counts []int, names, plurals []string) string {
 	total := 0
 	var parts []string
 	for k, c := range counts {
 		total += c
 		if c > 0 {
-			parts = append(parts, plural(int64(c), faultNames[k], faultPlurals[k]))
+			parts = append(parts, plural(int64(c), names[k], plurals[k]))
 		}
 	}
 	if total == 0 {
