@@ -216,3 +216,36 @@ func TestWebSocketAppWithSSEUpstream(t *testing.T) {
 		t.Errorf("upstream saw %d requests, want 1: dropping messages must not cost the connection", len(reqs))
 	}
 }
+
+// An EventSource that read the SSE upstream directly before comes to tether
+// with the upstream's own id as Last-Event-ID. It is not one of tether's
+// ids, but with an SSE upstream it needs no tether-gap: the new session's
+// upstream is asked to resume after it, and the app reads on from the next
+// event, once each.
+func TestSSEAppResumesUpstreamID(t *testing.T) {
+	src := newSSESource(t)
+	for n := uint64(1); n <= 10; n++ {
+		src.Publish(sourceEvent(n))
+	}
+	src.mu.Lock()
+	src.last = 10
+	src.mu.Unlock()
+	e := newSSETether(t, src.URL(), sseUpstream(src.URL(), upstream.SSEJSON))
+	es := newEventSource(t, e.url, nil)
+	es.lastID = "5"
+	es.connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	reqs, err := src.WaitRequests(ctx, 1)
+	if err != nil {
+		t.Fatalf("no upstream request: %v", err)
+	}
+	if got := reqs[0].LastEventID; got != "5" {
+		t.Fatalf("upstream's first request carried Last-Event-ID %q, want the app's \"5\"", got)
+	}
+	v := sourceView{last: 5}
+	v.until(t, es, 10) // a tether-gap event here fails: its type is not the source's
+	src.start()
+	v.until(t, es, src.head()+5)
+	es.expectOpen(t)
+}

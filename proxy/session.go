@@ -24,13 +24,14 @@ type Session struct {
 	ctx    context.Context // ends when the session ends
 	cancel context.CancelFunc
 
-	protocols   []string // offered by the app, in order
-	upstreamURL string   // the app's path joined onto the upstream URL (TETHER_FORWARD_PATH); "" for the URL as configured
-	admitted    bool     // counted against MaxSessions
-	client      *upstream.Client
-	app         appConn
-	sse         *sseApp       // app, for an sse:// app; nil for the others
-	appReady    chan struct{} // closed once app is set
+	protocols           []string // offered by the app, in order
+	upstreamURL         string   // the app's path joined onto the upstream URL (TETHER_FORWARD_PATH); "" for the URL as configured
+	upstreamLastEventID string   // KindSSE: the sse:// app's own Last-Event-ID, resumed upstream
+	admitted            bool     // counted against MaxSessions
+	client              *upstream.Client
+	app                 appConn
+	sse                 *sseApp       // app, for an sse:// app; nil for the others
+	appReady            chan struct{} // closed once app is set
 
 	mu      sync.Mutex
 	live    *upstream.Conn // restored connection taking direct sends; nil while down
@@ -89,6 +90,7 @@ func (sess *Session) startClient() {
 	if sess.upstreamURL != "" {
 		opts.URL = sess.upstreamURL
 	}
+	opts.LastEventID = sess.upstreamLastEventID
 	opts.Handler = sess
 	opts.Protocols = sess.protocols
 	opts.Logger = sess.log.Named("upstream")

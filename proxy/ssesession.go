@@ -7,6 +7,8 @@ import (
 
 	"github.com/gobwas/ws"
 	"go.uber.org/zap"
+
+	"github.com/tetherproxy/tether/upstream"
 )
 
 // Sessions of an sse:// listener. A request without a Last-Event-ID the
@@ -21,7 +23,9 @@ import (
 // written again, then the live ones. Nothing is lost, nothing repeated.
 // Any other Last-Event-ID starts a new session whose stream begins with a
 // tether-gap event saying why the app's position could not be kept
-// (sseid.go): tether cannot hide that gap, so it says so.
+// (sseid.go): tether cannot hide that gap, so it says so. The exception is
+// an id that is not tether's in front of an SSE upstream: the new session's
+// upstream is asked to resume after it (upstream.Options.LastEventID).
 
 // serveStream serves a checked request: it resumes a lingering session or
 // starts one, then writes the stream until the app goes.
@@ -70,6 +74,14 @@ func (l *sseListener) resume(r *http.Request, att *sseAttachment) (*Session, str
 func (l *sseListener) start(w http.ResponseWriter, r *http.Request, att *sseAttachment, gap string) *Session {
 	s := l.s
 	sess := s.newSession(ListenerSSE)
+	if gap == gapForeignID && s.opts.Upstream.Kind == upstream.KindSSE {
+		// Not one of tether's ids: with an SSE upstream it is most likely
+		// the upstream's own (the app read the feed directly before), so
+		// the new session's upstream resumes after it. No gap to report:
+		// the upstream's history decides, as it would for the app.
+		sess.upstreamLastEventID = r.Header.Get("Last-Event-ID")
+		gap = ""
+	}
 	if reason, err := s.admit(sess); err != nil {
 		sess.cancel()
 		l.refuse(w, r, reason, err)

@@ -37,13 +37,18 @@ type Handler interface {
 // Options configures a Client. Durations and counts follow the TETHER_*
 // variables of the same names (DESIGN.md "Variables").
 type Options struct {
-	URL       string      // ws:// or wss:// for KindWebSocket, http:// or https:// for KindSSE
-	Kind      Kind        // the upstream's protocol; default KindWebSocket
-	SSEFormat SSEFormat   // KindSSE: what each event becomes; default SSEJSON
-	Header    http.Header // static request headers (no Host, no Sec-WebSocket-*)
-	TokenFile string      // bearer token, re-read on every dial; "" for none
-	TLSConfig *tls.Config // nil: system roots
-	Protocols []string    // subprotocols offered (the app's); KindWebSocket only
+	URL       string    // ws:// or wss:// for KindWebSocket, http:// or https:// for KindSSE
+	Kind      Kind      // the upstream's protocol; default KindWebSocket
+	SSEFormat SSEFormat // KindSSE: what each event becomes; default SSEJSON
+	// LastEventID, for KindSSE, is the Last-Event-ID of the first request:
+	// the stream resumes after it, as an EventSource's does after a
+	// reconnect (an sse:// app that read the upstream directly before).
+	// Ignored for KindWebSocket.
+	LastEventID string
+	Header      http.Header // static request headers (no Host, no Sec-WebSocket-*)
+	TokenFile   string      // bearer token, re-read on every dial; "" for none
+	TLSConfig   *tls.Config // nil: system roots
+	Protocols   []string    // subprotocols offered (the app's); KindWebSocket only
 
 	DialTimeout      time.Duration
 	Backoff          Backoff
@@ -132,6 +137,9 @@ func New(opts Options) (*Client, error) {
 		log:   log,
 		first: make(chan DialResult, 1),
 		done:  make(chan struct{}),
+	}
+	if opts.Kind == KindSSE {
+		c.lastEventID = opts.LastEventID
 	}
 	if opts.Kind == KindSSE {
 		c.http = newHTTPClient(opts)
