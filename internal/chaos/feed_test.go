@@ -41,7 +41,8 @@ type feed struct {
 	head       int64
 	events     []string // the last keep events, the newest last
 	live       *upstreamtest.Conn
-	received   map[string]int // msg id → times the server read it
+	resumedOn  map[*upstreamtest.Conn]bool // connections a resume arrived on
+	received   map[string]int              // msg id → times the server read it
 	resumes    int
 	maxReplay  int64
 	anomalies  []string // protocol violations by tether
@@ -53,10 +54,11 @@ type feed struct {
 func newFeed(t *testing.T, keep int, every time.Duration) *feed {
 	t.Helper()
 	f := &feed{
-		keep:     keep,
-		received: map[string]int{},
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		keep:      keep,
+		resumedOn: map[*upstreamtest.Conn]bool{},
+		received:  map[string]int{},
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	srv, err := upstreamtest.NewServer(upstreamtest.Options{
 		Handshake: f.handshake,
@@ -139,13 +141,16 @@ func (f *feed) handle(c *upstreamtest.Conn, m request) {
 // subscribeLocked starts the session on the first subscribe. A later
 // subscribe is tether's replay after a resume on the same connection, which
 // the session already has; one on a connection that did not resume first
-// would lose events, so it is recorded as an anomaly.
+// would lose events, so it is recorded as an anomaly. A connection that
+// resumed and is no longer the live one is one tether gave up on: a
+// blackhole held its subscribe, released when the fault healed, after the
+// newer connection had resumed. That is stale data, not a violation.
 func (f *feed) subscribeLocked(c *upstreamtest.Conn) {
 	if !f.started {
 		f.started = true
 		_ = c.Send(welcomeMsg(0))
 		f.live = c
-	} else if f.live != c {
+	} else if f.live != c && !f.resumedOn[c] {
 		f.anomalyLocked("subscribe on connection %d without a resume", c.N())
 		f.live = c
 	}
@@ -168,6 +173,7 @@ func (f *feed) resumeLocked(c *upstreamtest.Conn, m request) {
 	f.resumes++
 	f.maxReplay = max(f.maxReplay, f.head-m.After)
 	f.live = c
+	f.resumedOn[c] = true
 	_ = c.Send(welcomeMsg(m.After))
 	for seq := m.After + 1; seq <= f.head; seq++ {
 		_ = c.Send(f.events[seq-oldest])
@@ -188,6 +194,7 @@ func (f *feed) forget(c *upstreamtest.Conn) {
 	if f.live == c {
 		f.live = nil
 	}
+	delete(f.resumedOn, c)
 }
 
 func (f *feed) publish(every time.Duration) {
