@@ -105,6 +105,34 @@ func TestChartNativeSidecar(t *testing.T) {
 	checkSidecar(t, spec, c)
 }
 
+// An SSE upstream and several listeners: the schema takes the http(s) URL,
+// TETHER_LISTEN carries the whole list, and the app is given the first
+// entry's URL, an sse:// entry as the http:// URL an EventSource opens.
+func TestChartSSEAndListeners(t *testing.T) {
+	tests := []struct{ listen, appURL string }{
+		{`sse://127.0.0.1:8081/events\,tcp://127.0.0.1:7000`, "http://127.0.0.1:8081/events"},
+		{`127.0.0.1:8080\,sse://127.0.0.1:8081/events`, "ws://127.0.0.1:8080"},
+		{`tcp://127.0.0.1:7000`, "tcp://127.0.0.1:7000"},
+		{`unix:///run/tether/tether.sock`, "unix:///run/tether/tether.sock"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.listen, func(t *testing.T) {
+			spec := podSpec(t, render(t, "--set", "tether.upstreamURL=https://feed.example.com/events",
+				"--set", "tether.listen="+tt.listen, "--set", "app.tetherURLEnv=FEED_URL"))
+			c := container(spec, "initContainers", "tether")
+			if v, _ := env(c, "TETHER_UPSTREAM_URL"); v != "https://feed.example.com/events" {
+				t.Errorf("TETHER_UPSTREAM_URL = %q", v)
+			}
+			if v, _ := env(c, "TETHER_LISTEN"); v != strings.ReplaceAll(tt.listen, `\,`, ",") {
+				t.Errorf("TETHER_LISTEN = %q, want the whole list %q", v, tt.listen)
+			}
+			if v, _ := env(container(spec, "containers", "app"), "FEED_URL"); v != tt.appURL {
+				t.Errorf("the app's FEED_URL = %q, want %q", v, tt.appURL)
+			}
+		})
+	}
+}
+
 func TestChartPlainContainer(t *testing.T) {
 	spec := podSpec(t, render(t, "--set", "sidecar.native=false"))
 	c := container(spec, "containers", "tether")
@@ -380,7 +408,7 @@ func TestChartRefuses(t *testing.T) {
 		{"sidecar.nativ=true", "nativ"},
 		{"tether.logLevel=loud", "/tether/logLevel"},
 		{"tether.token.source=vault", "/tether/token/source"},
-		{"tether.upstreamURL=http://feed.example.com", "/tether/upstreamURL"},
+		{"tether.upstreamURL=ftp://feed.example.com", "/tether/upstreamURL"},
 		{"tether.env.upstream=x", "TETHER_"},
 		{"tether.env.TETHER_LISTEN=0.0.0.0:8080", "tether.env.TETHER_LISTEN"},
 		{"tether.token.source=secret", "tether.token.secret.name"},

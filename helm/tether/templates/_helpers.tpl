@@ -103,11 +103,16 @@ The remaining templates take tether's own context.
 {{- end }}
 
 {{/*
-tether.appURL: the URL the app connects to, from TETHER_LISTEN.
+tether.appURL: the URL the app connects to, from the first entry of
+TETHER_LISTEN: host:port is ws://host:port, an sse:// entry is the http://
+URL an EventSource opens, any other scheme (ws://, tcp://, unix://) as
+written.
 */}}
 {{- define "tether.appURL" -}}
-{{- $listen := .Values.tether.listen }}
-{{- if contains "://" $listen }}
+{{- $listen := trim (first (splitList "," .Values.tether.listen)) }}
+{{- if hasPrefix "sse://" $listen }}
+{{- printf "http://%s" (trimPrefix "sse://" $listen) }}
+{{- else if contains "://" $listen }}
 {{- $listen }}
 {{- else }}
 {{- printf "ws://%s" $listen }}
