@@ -121,6 +121,21 @@ func watchDemo(ctx context.Context, duration time.Duration, tetherDone, appDone 
 	}
 }
 
+// tetherError is how the demo reports tether's end: ErrTetherStopped when
+// tether stopping is why the demo ended (wrapping its shutdown error, if
+// any), the shutdown error otherwise.
+func tetherError(why string, err error) error {
+	switch {
+	case why == "tether stopped" && err == nil:
+		return ErrTetherStopped
+	case why == "tether stopped":
+		return fmt.Errorf("%w: %w", ErrTetherStopped, err)
+	case err != nil:
+		return fmt.Errorf("tether: %w", err)
+	}
+	return nil
+}
+
 // stop shuts the demo down in the order that keeps the client's socket
 // honest: faults off, the client closes with 1000 (so tether's drain has
 // no app to close), tether stops, the feed closes. Then the summary.
@@ -128,15 +143,7 @@ func (d *demo) stop(why string) error {
 	d.narr.say(srcDemo, "%s: stopping the faults; the client closes its socket with 1000", why)
 	counts := d.faults.stop()
 	d.client.Close()
-	terr := d.tether.shutdown()
-	switch {
-	case why == "tether stopped" && terr == nil:
-		terr = ErrTetherStopped
-	case why == "tether stopped":
-		terr = fmt.Errorf("%w: %w", ErrTetherStopped, terr)
-	case terr != nil:
-		terr = fmt.Errorf("tether: %w", terr)
-	}
+	terr := tetherError(why, d.tether.shutdown())
 	d.feed.Close()
 	st := d.client.Stats()
 	d.narr.summary(report{

@@ -130,15 +130,7 @@ func (d *sseDemo) stop(why string) error {
 	d.narr.say(srcDemo, "%s: stopping the faults; the app closes its EventSource", why)
 	counts := d.faults.stop()
 	d.app.Close()
-	terr := d.tether.shutdown()
-	switch {
-	case why == "tether stopped" && terr == nil:
-		terr = ErrTetherStopped
-	case why == "tether stopped":
-		terr = fmt.Errorf("%w: %w", ErrTetherStopped, terr)
-	case terr != nil:
-		terr = fmt.Errorf("tether: %w", terr)
-	}
+	terr := tetherError(why, d.tether.shutdown())
 	d.feed.Close()
 	st := d.app.Stats()
 	d.narr.sseSummary(sseReport{
