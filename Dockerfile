@@ -30,8 +30,8 @@ FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c
 
 ARG VERSION=dev
 ARG REVISION=unknown
-# The repository has no LICENSE file yet; pass --build-arg LICENSES=<SPDX id>.
-ARG LICENSES=NOASSERTION
+# SPDX id of LICENSE.
+ARG LICENSES=Apache-2.0
 LABEL org.opencontainers.image.source="https://github.com/tetherproxy/tether" \
       org.opencontainers.image.title="tether" \
       org.opencontainers.image.description="Sidecar WebSocket proxy: a stable local socket for the app, a resilient upstream connection" \

@@ -7,7 +7,7 @@ import (
 
 // ErrOutboxFull is returned by [Outbox.Push] under [OverflowClose] when the
 // message does not fit. Its text doubles as the WebSocket close reason the
-// session sends with code 1013 (DESIGN.md "Outbox and acknowledgements").
+// session sends with code 1013 (docs/design.md "Outbox and acknowledgements").
 var ErrOutboxFull = errors.New("outbox full")
 
 // ErrReplayLogFull is returned by [ReplayLog.Add] when keeping the entry
@@ -20,7 +20,7 @@ var ErrReplayLogFull = errors.New("replay log full")
 // to To (inclusive) were not filled within TETHER_GAP_TIMEOUT, or could not
 // be waited for because the hold buffer was full. Its text doubles as the
 // close reason the session sends with code 1011 under the close gap policy
-// (DESIGN.md "Sequences and gap filling").
+// (docs/design.md "Sequences and gap filling").
 type GapError struct {
 	Stream   string
 	From, To int64

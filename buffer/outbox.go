@@ -159,6 +159,12 @@ func (o *Outbox) Push(m Message) (dropped []Message, err error) {
 			return o.dropped, nil
 		}
 		o.evictFor(size)
+		if !o.budget.fits(size) {
+			// Everything evicted, and the memory budget still has no
+			// room (Budget.SetMeter): m is dropped too.
+			o.dropped = append(o.dropped, m)
+			return o.dropped, nil
+		}
 	}
 	o.pushBack(m)
 	if len(o.dropped) == 0 {
@@ -225,8 +231,9 @@ func (o *Outbox) DeleteFunc(del func(Message) bool) int {
 // evictFor evicts into o.dropped, oldest first, until a message of size
 // bytes fits: first the older store's messages (already sent once, so
 // evicting one only gives up its re-send), then the outbox's own head. The
-// caller guarantees size <= maxBytes, so once both are empty it fits and the
-// loop ends.
+// caller guarantees size <= maxBytes, so once both are empty it fits the
+// caps and the loop ends; the memory budget may still refuse it (Push
+// checks).
 func (o *Outbox) evictFor(size int) {
 	for !o.budget.fits(size) {
 		if old, ok := o.older.evictOldest(); ok {

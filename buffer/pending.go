@@ -6,7 +6,7 @@ package buffer
 // those not yet acknowledged, in that order; the server deduplicates by id.
 //
 // Its messages count against a [Budget] shared with the session's [Outbox]
-// (DESIGN.md: "Pending messages count against the outbox caps"). Memory is
+// (docs/design.md: "Pending messages count against the outbox caps"). Memory is
 // a slice in first-send order in which acknowledged messages leave holes; the
 // holes are squeezed out once they outnumber the messages held, so each
 // operation costs O(1) amortized, and acknowledgements that arrive in order
@@ -67,7 +67,13 @@ func (p *Pending) Add(m Message, gen uint64) (dropped []Message, err error) {
 		for !p.budget.fits(size) {
 			old, ok := p.evictOldest()
 			if !ok {
-				break
+				if p.budget.meter == nil {
+					break
+				}
+				// The memory budget has no room (Budget.SetMeter): m
+				// is dropped too.
+				p.dropped = append(p.dropped, m)
+				return p.result(nil)
 			}
 			p.dropped = append(p.dropped, old)
 		}

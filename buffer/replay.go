@@ -52,7 +52,7 @@ type ReplayEntry struct {
 // ReplayLog is the ordered, compacting log of an app's subscribe and
 // unsubscribe messages, replayed on every new upstream connection so the
 // server, which remembers nothing across connections, serves the same
-// subscriptions again (DESIGN.md "Restoring the application").
+// subscriptions again (docs/design.md "Restoring the application").
 //
 // Compaction, with a subscription key:
 //   - an unsubscribe removes the subscribe with the same key and is not
@@ -70,7 +70,9 @@ type ReplayEntry struct {
 // cancels out. The log is bounded by message count and bytes; Add refuses
 // an entry that would exceed either with ErrReplayLogFull and leaves the
 // log unchanged, and the session closes the app with 1013 "replay log full"
-// rather than silently replay a partial subscription set.
+// rather than silently replay a partial subscription set. With a meter
+// (SetMeter), the bytes an entry adds must also be granted by the session's
+// memory budget, or Add refuses it the same way.
 //
 // A ReplayLog is not safe for concurrent use; its session serializes access.
 type ReplayLog struct {
@@ -82,7 +84,16 @@ type ReplayLog struct {
 	bytes int          // sum of len(Message.Data) over them
 	keys  map[string]uint64
 	seq   uint64 // Seq of the last entry added
+
+	// meter, when set, is the session's account on tether's memory budget
+	// (SetMeter): the log's bytes are counted on it as well.
+	meter Meter
 }
+
+// SetMeter counts the log's payload bytes on m as well, from now on: an
+// entry is kept only when m also gives the bytes it adds. It is called
+// before the log holds anything.
+func (l *ReplayLog) SetMeter(m Meter) { l.meter = m }
 
 type replaySlot struct {
 	e    ReplayEntry
@@ -104,7 +115,7 @@ func (l *ReplayLog) Add(e ReplayEntry) (uint64, error) {
 	old, replaced := l.keyed(e)
 	if e.Keyed && e.Op == ReplayUnsubscribe {
 		if replaced {
-			l.remove(old)
+			l.release(l.remove(old))
 		}
 		return 0, nil
 	}
@@ -116,8 +127,13 @@ func (l *ReplayLog) Add(e ReplayEntry) (uint64, error) {
 	if count > l.maxMessages || bytes > l.maxBytes {
 		return 0, ErrReplayLogFull
 	}
+	grow := bytes - l.bytes
+	if grow > 0 && l.meter != nil && !l.meter.TryReserve(int64(grow)) {
+		return 0, ErrReplayLogFull
+	}
 	if replaced {
 		l.remove(old)
+		l.release(-grow) // a replacement smaller than the entry it replaces
 	}
 	l.seq++
 	e.Seq = l.seq
@@ -163,12 +179,45 @@ func (l *ReplayLog) Get(seq uint64) (ReplayEntry, bool) {
 	return l.slots[i].e, true
 }
 
+// Has reports whether a keyed subscribe with key is in the log.
+func (l *ReplayLog) Has(key string) bool {
+	_, ok := l.keys[key]
+	return ok
+}
+
+// Subscribed returns the keyed subscribe with key, if it is in the log.
+func (l *ReplayLog) Subscribed(key string) (ReplayEntry, bool) {
+	seq, ok := l.keys[key]
+	if !ok {
+		return ReplayEntry{}, false
+	}
+	return l.Get(seq)
+}
+
 // SetAnswered records whether the app has seen the reply to the entry with
 // seq; it does nothing when that entry has left the log.
 func (l *ReplayLog) SetAnswered(seq uint64, answered bool) {
 	if i, ok := l.find(seq); ok {
 		l.slots[i].e.Answered = answered
 	}
+}
+
+// SetMessage replaces the message of the entry with seq, keeping its place
+// and key; it does nothing when that entry has left the log, and returns
+// ErrReplayLogFull, changing nothing, when the new message would exceed the
+// byte cap.
+func (l *ReplayLog) SetMessage(seq uint64, m Message) error {
+	i, ok := l.find(seq)
+	if !ok {
+		return nil
+	}
+	bytes := l.bytes - len(l.slots[i].e.Message.Data) + len(m.Data)
+	if bytes > l.maxBytes {
+		return ErrReplayLogFull
+	}
+	l.slots[i].e.Message = m
+	l.bytes = bytes
+	return nil
 }
 
 // Len returns the number of entries held.
@@ -187,9 +236,10 @@ func (l *ReplayLog) find(seq uint64) (int, bool) {
 	return i, true
 }
 
-// remove turns slot i into a hole. The hole keeps its Seq, so the slots
-// stay sorted for find, but not its payload.
-func (l *ReplayLog) remove(i int) {
+// remove turns slot i into a hole and returns the bytes it held, which the
+// caller gives back to the meter. The hole keeps its Seq, so the slots stay
+// sorted for find, but not its payload.
+func (l *ReplayLog) remove(i int) int {
 	e := l.slots[i].e
 	if e.Keyed {
 		delete(l.keys, e.Key)
@@ -198,6 +248,14 @@ func (l *ReplayLog) remove(i int) {
 	l.count--
 	l.bytes -= len(e.Message.Data)
 	l.maybeCompact()
+	return len(e.Message.Data)
+}
+
+// release gives n bytes back to the meter, if there is one and n > 0.
+func (l *ReplayLog) release(n int) {
+	if l.meter != nil && n > 0 {
+		l.meter.Release(int64(n))
+	}
 }
 
 // maybeCompact squeezes the holes out once they outnumber the entries (with

@@ -227,3 +227,26 @@ func BenchmarkReplayLog(b *testing.B) {
 		})
 	}
 }
+
+// SetMessage rewrites an entry in place, within the byte cap.
+func TestReplayLogSetMessage(t *testing.T) {
+	l := NewReplayLog(10, 20)
+	a, _ := l.Add(sub("a", "s a"))
+	b, _ := l.Add(sub("b", "s b"))
+	if err := l.SetMessage(a, msg("s a 2")); err != nil {
+		t.Fatal(err)
+	}
+	if got := logged(l); len(got) != 2 || got[0] != "s a 2" || got[1] != "s b" || l.Bytes() != 8 {
+		t.Fatalf("after SetMessage: %q, %d bytes", got, l.Bytes())
+	}
+	if err := l.SetMessage(b, msg("0123456789abcdefg")); !errors.Is(err, ErrReplayLogFull) {
+		t.Fatalf("over the byte cap: %v", err)
+	}
+	if got := logged(l); got[1] != "s b" || l.Bytes() != 8 {
+		t.Fatalf("a refused SetMessage changed the log: %q, %d bytes", got, l.Bytes())
+	}
+	l.Add(unsub("a", "u a"))
+	if err := l.SetMessage(a, msg("gone")); err != nil || l.Bytes() != 3 {
+		t.Fatalf("SetMessage of a removed entry: %v, %d bytes", err, l.Bytes())
+	}
+}

@@ -26,15 +26,24 @@ type SeqMessage struct {
 	// Seq is the message's number (TETHER_SEQ_PATH), or for [Tracker.Resync]
 	// the number the stream is reset to (TETHER_RESYNC_SEQ_PATH).
 	Seq int64
+	// First is the lowest number the item covers, read under ModelRange
+	// (TETHER_SEQ_FIRST_PATH) and ModelChain (the previous number at
+	// TETHER_SEQ_PREV_PATH, plus one) only: see [Model].
+	First int64
 	// Message is the payload. The tracker copies Data when it holds the
 	// item, so the caller may reuse the offered slice after Offer returns.
 	Message
 	// Hidden is carried along and never read by the tracker. The session
 	// sets it on a message that must update sequencing state but not reach
-	// the app (a hiding rule matched, DESIGN.md "Sequences and gap
+	// the app (a hiding rule matched, docs/design.md "Sequences and gap
 	// filling"); it stays with the item while it is held, so a hidden
 	// message released later is still hidden.
 	Hidden bool
+	// EventID is carried along and never read by the tracker either: the
+	// name the message's event carries for an sse:// app (the upstream's
+	// own id, or its stream and number), kept with the item while it is
+	// held.
+	EventID string
 }
 
 // Verdict is what [Tracker.Offer] did with an item.
@@ -52,7 +61,9 @@ const (
 	// says what is missing.
 	Held
 	// HoldFull: numbers are missing before the item and the hold buffer
-	// cannot take it. Nothing changed; the item is still the caller's. The
+	// cannot take it: it is at its cap, or its memory budget refused the
+	// item's bytes (OfferResult.Refused, [Tracker.SetMeter]). Nothing
+	// changed; the item is still the caller's. The
 	// caller treats OfferResult.Gap as a gap that timed out
 	// (TETHER_GAP_POLICY): close the app with OfferResult.Gap.Err(), or
 	// give it up with Skip and offer the item again (see [Tracker.Offer]).
@@ -97,6 +108,9 @@ type OfferResult struct {
 	// (before the lowest held number, or before the item when nothing is
 	// held): the range the gap policy gives up on.
 	Gap Gap
+	// Refused is set with HoldFull when the hold buffer was under its cap
+	// but the memory budget had no room for the item ([Tracker.SetMeter]).
+	Refused bool
 	// Released counts the held messages delivered after the item.
 	Released int
 	// Open reports whether the stream still holds messages after the call,
@@ -111,8 +125,10 @@ type OfferResult struct {
 type TrackerStats struct {
 	Delivered     int64 // items passed to deliver, by any method
 	Duplicates    int64 // items Offer dropped as duplicates
-	HoldFull      int64 // items Offer refused because the hold buffer was full
+	HoldFull      int64 // items Offer refused because the hold buffer was full, Refused included
+	Refused       int64 // of those, items the memory budget refused under the cap
 	ResyncDropped int64 // held items Resync dropped, being at or below its number
+	Stale         int64 // held items dropped once a delivered range covered them
 	Skips         int64 // calls to Skip that moved a stream forward
 }
 
@@ -182,11 +198,12 @@ func (s *seqStream) pop() SeqMessage {
 }
 
 // Tracker is the per-stream sequence tracker and hold buffer of one session
-// (DESIGN.md "Sequences and gap filling"). For each stream it remembers the
+// (docs/design.md "Sequences and gap filling"). For each stream it remembers the
 // last delivered number L; an item numbered s is a duplicate when s <= L, is
 // delivered when s = L+1 (then held successors follow it), and is held when
 // s > L+1, until the gap L+1 … s-1 is filled, reset by Resync or given up by
-// Skip. Held items are bounded in total, across streams, by the byte limit
+// Skip. That is ModelNext; under the other models (NewModelTracker) an item
+// follows L as its [Model] says, and the gap ends before its First. Held items are bounded in total, across streams, by the byte limit
 // given to [NewTracker] (TETHER_HOLD_MAX_BYTES), each charged its payload
 // plus [HeldOverhead].
 //
@@ -206,28 +223,43 @@ func (s *seqStream) pop() SeqMessage {
 //
 // A Tracker is not safe for concurrent use; its session serializes access.
 type Tracker struct {
+	model    Model
 	maxBytes int
 	bytes    int
 	count    int
+	stale    int // held items dropped as stale since TakeStale
 	streams  map[string]*seqStream
 	order    []*seqStream // first-seen order, for ForEachStream
 	stats    TrackerStats
+	// meter, when set, is the session's account on tether's memory budget
+	// (SetMeter): every held byte is reserved on it as well.
+	meter Meter
 }
+
+// SetMeter counts the held bytes (payload plus HeldOverhead each) on m as
+// well, from now on: an item is held only when m also gives its bytes, and
+// one m refuses is HoldFull as if the hold buffer were at its cap. It is
+// called before the tracker holds anything.
+func (t *Tracker) SetMeter(m Meter) { t.meter = m }
 
 // NewTracker returns an empty tracker that holds at most maxHeldBytes. Zero
 // holds nothing: every gap is HoldFull at once. It panics when maxHeldBytes
 // is negative: configuration validation rejects that first, so reaching here
 // with one is a programming error.
-func NewTracker(maxHeldBytes int) *Tracker {
+func NewTracker(maxHeldBytes int) *Tracker { return NewModelTracker(maxHeldBytes, ModelNext) }
+
+// NewModelTracker is NewTracker for feeds numbered under model: an item
+// follows L as [Model] says, rather than at L+1.
+func NewModelTracker(maxHeldBytes int, model Model) *Tracker {
 	if maxHeldBytes < 0 {
 		panic(fmt.Sprintf("buffer: NewTracker limit must be >= 0, got %d", maxHeldBytes))
 	}
-	return &Tracker{maxBytes: maxHeldBytes, streams: map[string]*seqStream{}}
+	return &Tracker{model: model, maxBytes: maxHeldBytes, streams: map[string]*seqStream{}}
 }
 
 // Offer sequences one item of stream ("" when there is a single stream).
 //
-// A stream's first item is delivered whatever its number (DESIGN.md). After
+// A stream's first item is delivered whatever its number (docs/design.md). After
 // that, with L the last delivered number: Seq <= L is a Duplicate; Seq = L+1
 // is Delivered, followed by the held successors it makes consecutive; Seq >
 // L+1 is Held, or a Duplicate when that number is held already, or HoldFull
@@ -254,7 +286,7 @@ func (t *Tracker) Offer(name string, it SeqMessage, deliver func(SeqMessage)) Of
 		// Checked first: when last is MaxInt64, last+1 would wrap around.
 		t.stats.Duplicates++
 		return OfferResult{Verdict: Duplicate, Open: s.holding()}
-	case it.Seq == s.last+1:
+	case t.follows(s, it):
 		s.last = it.Seq
 		t.deliver(it, deliver)
 		n := t.release(s, deliver)
@@ -272,12 +304,10 @@ func (t *Tracker) hold(s *seqStream, it SeqMessage) OfferResult {
 	}
 	cost := len(it.Data) + HeldOverhead
 	if cost > t.maxBytes-t.bytes {
-		t.stats.HoldFull++
-		to := it.Seq - 1
-		if s.holding() {
-			to = min(to, s.lowest()-1)
-		}
-		return OfferResult{Verdict: HoldFull, Gap: Gap{Stream: s.name, From: s.last + 1, To: to}, Open: s.holding()}
+		return t.holdFull(s, it, false)
+	}
+	if t.meter != nil && !t.meter.TryReserve(int64(cost)) {
+		return t.holdFull(s, it, true)
 	}
 	// The caller's slice is only valid during the call (it is usually a
 	// read buffer), so a held item gets its own copy.
@@ -286,7 +316,21 @@ func (t *Tracker) hold(s *seqStream, it SeqMessage) OfferResult {
 	s.insert(i, it)
 	t.bytes += cost
 	t.count++
-	return OfferResult{Verdict: Held, Gap: Gap{Stream: s.name, From: s.last + 1, To: it.Seq - 1}, Open: true, Opened: opened}
+	return OfferResult{Verdict: Held, Gap: Gap{Stream: s.name, From: s.last + 1, To: t.gapEnd(s, it)}, Open: true, Opened: opened}
+}
+
+// holdFull is Offer's answer for an item the hold buffer cannot take;
+// refused: the memory budget refused it under the cap.
+func (t *Tracker) holdFull(s *seqStream, it SeqMessage, refused bool) OfferResult {
+	t.stats.HoldFull++
+	if refused {
+		t.stats.Refused++
+	}
+	to := t.gapEnd(s, it)
+	if s.holding() {
+		to = min(to, t.gapEnd(s, s.held[s.off]))
+	}
+	return OfferResult{Verdict: HoldFull, Gap: Gap{Stream: s.name, From: s.last + 1, To: to}, Open: s.holding(), Refused: refused}
 }
 
 // Resync resets stream to it.Seq because the server chose a snapshot over a
@@ -297,7 +341,7 @@ func (t *Tracker) hold(s *seqStream, it SeqMessage) OfferResult {
 // how many held items it dropped.
 //
 // The resync message is delivered whatever its number: it is never a
-// duplicate (DESIGN.md).
+// duplicate (docs/design.md).
 func (t *Tracker) Resync(name string, it SeqMessage, deliver func(SeqMessage)) (dropped int) {
 	s, ok := t.streams[name]
 	if !ok {
@@ -322,7 +366,7 @@ func (t *Tracker) Gap(name string) (g Gap, ok bool) {
 	if !ok || !s.holding() {
 		return Gap{}, false
 	}
-	return Gap{Stream: s.name, From: s.last + 1, To: s.lowest() - 1}, true
+	return Gap{Stream: s.name, From: s.last + 1, To: t.gapEnd(s, s.held[s.off])}, true
 }
 
 // Skip gives up on the numbers of g.Stream up to g.To (gap policy skip or
@@ -350,6 +394,15 @@ func (t *Tracker) Skip(g Gap, deliver func(SeqMessage)) (delivered int) {
 		delivered++
 	}
 	s.last = g.To
+	// An item whose own gap ends by g.To now follows: under ModelChain one
+	// whose predecessor is not L (a broken chain) is delivered too.
+	for s.holding() && t.first(s.held[s.off])-1 <= g.To {
+		it := s.pop()
+		t.unaccount(it)
+		s.last = it.Seq
+		t.deliver(it, deliver)
+		delivered++
+	}
 	t.stats.Skips++
 	return delivered + t.release(s, deliver)
 }
@@ -396,9 +449,19 @@ func (t *Tracker) addStream(name string, last int64) *seqStream {
 	return s
 }
 
-// release delivers the held items of s that follow L without a hole.
+// release delivers the held items of s that follow L without a hole, and
+// drops those a delivered range covered (ModelRange).
 func (t *Tracker) release(s *seqStream, deliver func(SeqMessage)) (n int) {
-	for s.holding() && s.lowest() == s.last+1 {
+	for s.holding() {
+		if s.lowest() <= s.last {
+			t.unaccount(s.pop())
+			t.stats.Stale++
+			t.stale++
+			continue
+		}
+		if !t.follows(s, s.held[s.off]) {
+			break
+		}
 		it := s.pop()
 		t.unaccount(it)
 		s.last = it.Seq
@@ -408,9 +471,22 @@ func (t *Tracker) release(s *seqStream, deliver func(SeqMessage)) (n int) {
 	return n
 }
 
+// TakeStale returns how many held items were dropped as stale since the
+// last call: items a delivered range covered (ModelRange), which the
+// caller counts as duplicates.
+func (t *Tracker) TakeStale() int {
+	n := t.stale
+	t.stale = 0
+	return n
+}
+
 func (t *Tracker) unaccount(it SeqMessage) {
-	t.bytes -= len(it.Data) + HeldOverhead
+	cost := len(it.Data) + HeldOverhead
+	t.bytes -= cost
 	t.count--
+	if t.meter != nil {
+		t.meter.Release(int64(cost))
+	}
 }
 
 func (t *Tracker) deliver(it SeqMessage, deliver func(SeqMessage)) {

@@ -8,12 +8,47 @@ import (
 )
 
 // trackerModel is the obviously correct reference: held items in a map per
-// stream, sorted when needed, with the rules of DESIGN.md written out.
+// stream, sorted when needed, with the rules of docs/design.md and of each
+// sequence model (docs/sequences.md) written out.
 type trackerModel struct {
+	model    Model
 	maxBytes int
 	bytes    int
+	stale    int64
 	last     map[string]int64
 	held     map[string]map[int64]SeqMessage
+}
+
+// first is the lowest number an item covers: First under range (the first
+// update id) and chain (the previous id plus one), Seq otherwise.
+func (m *trackerModel) first(it SeqMessage) int64 {
+	if m.model == ModelRange || m.model == ModelChain {
+		return it.First
+	}
+	return it.Seq
+}
+
+// follows is each model's definition of in order, for an item above L:
+// next L+1; range first <= L+1 <= last; chain prev == L (or the item is
+// L+1, when nothing can be missing); increasing any.
+func (m *trackerModel) follows(name string, it SeqMessage) bool {
+	last := m.last[name]
+	switch m.model {
+	case ModelRange:
+		return it.First <= last+1
+	case ModelChain:
+		return it.First-1 == last || it.Seq-1 == last
+	case ModelIncreasing:
+		return true
+	}
+	return it.Seq == last+1
+}
+
+// gapTo is the last number missing before a held item: the one before its
+// first, at least L+1 (a chain whose predecessor is below L) and below the
+// item.
+func (m *trackerModel) gapTo(name string, it SeqMessage) int64 {
+	return min(max(m.first(it)-1, m.last[name]+1), it.Seq-1)
 }
 
 func (m *trackerModel) cost(it SeqMessage) int { return len(it.Data) + HeldOverhead }
@@ -43,11 +78,21 @@ func (m *trackerModel) take(name string, seq int64, out *[]SeqMessage) {
 
 func (m *trackerModel) release(name string, out *[]SeqMessage) {
 	for {
-		next := m.last[name] + 1
-		if _, ok := m.held[name][next]; !ok || next < m.last[name] {
+		low, ok := m.lowest(name)
+		if !ok {
 			return
 		}
-		m.take(name, next, out)
+		it := m.held[name][low]
+		switch {
+		case low <= m.last[name]: // covered by a delivered range: stale
+			delete(m.held[name], low)
+			m.bytes -= m.cost(it)
+			m.stale++
+		case m.follows(name, it):
+			m.take(name, low, out)
+		default:
+			return
+		}
 	}
 }
 
@@ -61,7 +106,7 @@ func (m *trackerModel) offer(name string, it SeqMessage) (OfferResult, []SeqMess
 		return OfferResult{Verdict: Delivered}, []SeqMessage{it}
 	case it.Seq <= last:
 		return OfferResult{Verdict: Duplicate, Open: len(m.held[name]) > 0}, nil
-	case it.Seq == last+1:
+	case m.follows(name, it):
 		m.last[name] = it.Seq
 		out = append(out, it)
 		m.release(name, &out)
@@ -71,16 +116,16 @@ func (m *trackerModel) offer(name string, it SeqMessage) (OfferResult, []SeqMess
 		return OfferResult{Verdict: Duplicate, Open: true}, nil
 	}
 	if m.bytes+m.cost(it) > m.maxBytes {
-		to := it.Seq - 1
-		if low, ok := m.lowest(name); ok && low-1 < to {
-			to = low - 1
+		to := m.gapTo(name, it)
+		if low, ok := m.lowest(name); ok {
+			to = min(to, m.gapTo(name, m.held[name][low]))
 		}
 		return OfferResult{Verdict: HoldFull, Gap: Gap{Stream: name, From: last + 1, To: to}, Open: len(m.held[name]) > 0}, nil
 	}
 	opened := len(m.held[name]) == 0
 	m.held[name][it.Seq] = it
 	m.bytes += m.cost(it)
-	return OfferResult{Verdict: Held, Gap: Gap{Stream: name, From: last + 1, To: it.Seq - 1}, Open: true, Opened: opened}, nil
+	return OfferResult{Verdict: Held, Gap: Gap{Stream: name, From: last + 1, To: m.gapTo(name, it)}, Open: true, Opened: opened}, nil
 }
 
 func (m *trackerModel) resync(name string, it SeqMessage) (int, []SeqMessage) {
@@ -115,6 +160,15 @@ func (m *trackerModel) skip(g Gap) []SeqMessage {
 		}
 	}
 	m.last[g.Stream] = g.To
+	// What waited only for numbers up to g.To follows now, whatever the
+	// model says of its predecessor: that gap was given up.
+	for {
+		low, ok := m.lowest(g.Stream)
+		if !ok || m.first(m.held[g.Stream][low])-1 > g.To {
+			break
+		}
+		m.take(g.Stream, low, &out)
+	}
 	m.release(g.Stream, &out)
 	return out
 }
@@ -129,6 +183,7 @@ const (
 	tfRefused // HoldFull: still the caller's
 	tfDropped // by Resync
 	tfHeld    // still held at the end
+	tfStale   // dropped once a delivered range covered it
 )
 
 type trackerFuzz struct {
@@ -140,6 +195,10 @@ type trackerFuzz struct {
 	// floor is, per stream, the number every delivered item must exceed:
 	// the last delivered or resynced number.
 	floor map[string]int64
+	// held are the ids the model held at the last check: one gone since
+	// without a fate was dropped as stale.
+	held      map[uint64]bool
+	takeStale int64 // what TakeStale returned, in sum
 }
 
 var trackerFuzzStreams = [...]string{"", "a", "b"}
@@ -151,7 +210,7 @@ func (f *trackerFuzz) item(seq int64, size int) SeqMessage {
 	data := make([]byte, 8+size)
 	binary.LittleEndian.PutUint64(data, f.nextID)
 	f.nextID++
-	return SeqMessage{Seq: seq, Message: Message{Data: data}}
+	return SeqMessage{Seq: seq, First: seq, Message: Message{Data: data}}
 }
 
 func seqMessageID(it SeqMessage) uint64 { return binary.LittleEndian.Uint64(it.Data) }
@@ -208,8 +267,20 @@ func (f *trackerFuzz) delivered(name string, got, want []SeqMessage, resyncFirst
 	}
 }
 
-func (f *trackerFuzz) offer(name string, seq int64, size int) {
+func (f *trackerFuzz) offer(name string, seq int64, size int) { f.offerItem(name, f.item(seq, size)) }
+
+// offerSpan offers an item covering span numbers below seq too (range), or
+// whose predecessor is span+1 below it (chain).
+func (f *trackerFuzz) offerSpan(name string, seq, span int64, size int) {
 	it := f.item(seq, size)
+	if seq > math.MinInt64+span {
+		it.First = seq - span
+	}
+	f.offerItem(name, it)
+}
+
+func (f *trackerFuzz) offerItem(name string, it SeqMessage) {
+	seq := it.Seq
 	var got []SeqMessage
 	res := f.tr.Offer(name, it, func(d SeqMessage) { got = append(got, d) })
 	want, wantOut := f.model.offer(name, it)
@@ -246,7 +317,13 @@ func (f *trackerFuzz) holdFull(name string, it SeqMessage, res OfferResult) {
 		f.delivered(name, got, wantOut, false)
 	}
 	if res.Verdict == Duplicate {
-		f.t.Fatalf("item %d became a duplicate in the HoldFull loop", it.Seq)
+		// Under range and chain a held item covering a later number can be
+		// released by a skip: this one is then stale, as the model agrees.
+		// Under next no other item carries its number.
+		if f.model.model == ModelNext {
+			f.t.Fatalf("item %d became a duplicate in the HoldFull loop", it.Seq)
+		}
+		f.setFate(seqMessageID(it), tfDuplicate)
 	}
 }
 
@@ -298,7 +375,7 @@ func (f *trackerFuzz) check() {
 		count += len(h)
 		g, ok := f.tr.Gap(name)
 		low, holding := f.model.lowest(name)
-		if ok != holding || (ok && (g.From != f.model.last[name]+1 || g.To != low-1)) {
+		if ok != holding || (ok && (g.From != f.model.last[name]+1 || g.To != f.model.gapTo(name, h[low]))) {
 			f.t.Fatalf("Gap(%q) = %+v, %v; model last %d, lowest held %d", name, g, ok, f.model.last[name], low)
 		}
 		if last, _ := f.tr.Last(name); last != f.model.last[name] {
@@ -308,6 +385,22 @@ func (f *trackerFuzz) check() {
 	if f.tr.HeldCount() != count {
 		f.t.Fatalf("HeldCount %d, model %d", f.tr.HeldCount(), count)
 	}
+	f.takeStale += int64(f.tr.TakeStale())
+	if s := f.tr.Stats(); s.Stale != f.model.stale || f.takeStale != s.Stale {
+		f.t.Fatalf("Stats.Stale %d, TakeStale in sum %d, model %d", s.Stale, f.takeStale, f.model.stale)
+	}
+	now := map[uint64]bool{}
+	for _, h := range f.model.held {
+		for _, it := range h {
+			now[seqMessageID(it)] = true
+		}
+	}
+	for id := range f.held {
+		if !now[id] && f.fates[id] == tfNone {
+			f.setFate(id, tfStale)
+		}
+	}
+	f.held = now
 }
 
 // finish checks every offered item has exactly one trackerFate, counting the ones
@@ -327,17 +420,20 @@ func (f *trackerFuzz) finish() {
 		}
 	}
 	s := f.tr.Stats()
-	var dup, dropped int64
+	var dup, dropped, stale int64
 	for _, ft := range f.fates {
 		switch ft {
 		case tfDuplicate:
 			dup++
 		case tfDropped:
 			dropped++
+		case tfStale:
+			stale++
 		}
 	}
-	if s.Duplicates != dup || s.ResyncDropped != dropped {
-		f.t.Fatalf("Stats %+v; counted %d duplicates, %d dropped by resync", s, dup, dropped)
+	// A resync's release may drop stale items too, which it marks dropped.
+	if s.Duplicates != dup || s.ResyncDropped+s.Stale != dropped+stale || s.Stale < stale {
+		f.t.Fatalf("Stats %+v; counted %d duplicates, %d dropped by resync, %d stale", s, dup, dropped, stale)
 	}
 }
 
@@ -349,30 +445,70 @@ func FuzzTracker(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 1, 3, 0, 0, 9, 30, 0, 8, 40, 0, 7, 0}, uint16(200))
 	f.Add([]byte{0, 3, 0, 0, 8, 0, 0, 12, 0, 3, 5, 0, 4, 6, 0, 0, 5, 0}, uint16(300))
 	f.Fuzz(func(t *testing.T, ops []byte, maxBytes uint16) {
-		max := int(maxBytes)
-		fz := &trackerFuzz{
-			t:     t,
-			tr:    NewTracker(max),
-			model: trackerModel{maxBytes: max, last: map[string]int64{}, held: map[string]map[int64]SeqMessage{}},
-			fates: map[uint64]trackerFate{},
-			floor: map[string]int64{},
-		}
+		fz := newTrackerFuzz(t, int(maxBytes), ModelNext)
 		for i := 0; i+2 < len(ops); i += 3 {
-			op, name := ops[i]%8, trackerFuzzStreams[int(ops[i]/8)%len(trackerFuzzStreams)]
-			seq := fz.seqFor(name, ops[i+1])
-			switch op {
-			case 0, 1, 2, 3, 4:
-				fz.offer(name, seq, int(ops[i+2]%64))
-			case 5:
-				fz.resync(name, seq)
-			case 6:
-				if g, ok := fz.tr.Gap(name); ok {
-					fz.skip(g)
-				}
-			case 7:
-				fz.skip(Gap{Stream: name, From: fz.model.last[name] + 1, To: seq})
-			}
-			fz.check()
+			name, seq := fz.stepTarget(ops[i], ops[i+1])
+			size := int(ops[i+2] % 64)
+			fz.step(ops[i], name, seq, func() { fz.offer(name, seq, size) })
+		}
+		fz.finish()
+	})
+}
+
+// newTrackerFuzz is a fresh tracker under model and its reference.
+func newTrackerFuzz(t *testing.T, maxBytes int, model Model) *trackerFuzz {
+	return &trackerFuzz{
+		t:     t,
+		tr:    NewModelTracker(maxBytes, model),
+		model: trackerModel{model: model, maxBytes: maxBytes, last: map[string]int64{}, held: map[string]map[int64]SeqMessage{}},
+		fates: map[uint64]trackerFate{},
+		floor: map[string]int64{},
+	}
+}
+
+// stepTarget reads a step's first two bytes: the stream (op's upper bits)
+// and its number (see seqFor).
+func (f *trackerFuzz) stepTarget(op, n byte) (string, int64) {
+	name := trackerFuzzStreams[int(op/8)%len(trackerFuzzStreams)]
+	return name, f.seqFor(name, n)
+}
+
+// step runs one operation of either fuzz target, picked by op's lower
+// three bits: an offer (five in eight), a resync, skipping the tracker's
+// own gap, or skipping up to seq; then checks the tracker against the
+// reference.
+func (f *trackerFuzz) step(op byte, name string, seq int64, offer func()) {
+	switch op % 8 {
+	case 0, 1, 2, 3, 4:
+		offer()
+	case 5:
+		f.resync(name, seq)
+	case 6:
+		if g, ok := f.tr.Gap(name); ok {
+			f.skip(g)
+		}
+	case 7:
+		f.skip(Gap{Stream: name, From: f.model.last[name] + 1, To: seq})
+	}
+	f.check()
+}
+
+// FuzzTrackerModels is FuzzTracker under each sequence model, against the
+// reference's definitions. Each step takes four bytes: the operation and
+// stream, a number (see seqFor), how many numbers below it the item covers
+// (range) or how far below it its predecessor is, minus one (chain), and a
+// payload size; model picks the Model.
+func FuzzTrackerModels(f *testing.F) {
+	f.Add([]byte{0, 3, 0, 0, 0, 8, 2, 0, 0, 5, 0, 0, 0, 12, 3, 0}, uint16(1024), uint8(ModelRange))
+	f.Add([]byte{0, 3, 0, 0, 0, 9, 1, 0, 0, 5, 0, 0, 6, 0, 0, 0, 0, 0x83, 4, 0}, uint16(1024), uint8(ModelChain))
+	f.Add([]byte{0, 3, 0, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 9, 0, 0}, uint16(300), uint8(ModelIncreasing))
+	f.Add([]byte{0, 3, 0, 0, 0, 9, 6, 40, 0, 10, 7, 40, 0, 11, 0, 40, 0, 6, 0, 0}, uint16(200), uint8(ModelRange))
+	f.Fuzz(func(t *testing.T, ops []byte, maxBytes uint16, model uint8) {
+		fz := newTrackerFuzz(t, int(maxBytes), Model(model%uint8(len(modelNames))))
+		for i := 0; i+3 < len(ops); i += 4 {
+			name, seq := fz.stepTarget(ops[i], ops[i+1])
+			span, size := int64(ops[i+2]%8), int(ops[i+3]%64)
+			fz.step(ops[i], name, seq, func() { fz.offerSpan(name, seq, span, size) })
 		}
 		fz.finish()
 	})

@@ -16,7 +16,7 @@ import (
 	"github.com/gobwas/ws"
 )
 
-// app is the naive application of DESIGN.md: a plain gobwas client that
+// app is the naive application of docs/design.md: a plain gobwas client that
 // connects to tether once and never reconnects. Its reader is hand-rolled (one
 // frame at a time) so the tests see exactly what tether put on the wire: how
 // many frames a message took, whether a frame was masked, which close frame

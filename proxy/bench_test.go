@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/protocol"
 	"github.com/tetherproxy/tether/internal/rules"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream"
@@ -37,7 +39,7 @@ const (
 	rulesAll  = "all"
 )
 
-func benchRules(b *testing.B, set string) proxy.Rules {
+func benchRules(b *testing.B, set string) protocol.Rules {
 	m := func(p string) *rules.Matcher {
 		mm, err := rules.Compile(p)
 		if err != nil {
@@ -54,12 +56,12 @@ func benchRules(b *testing.B, set string) proxy.Rules {
 	}
 	switch set {
 	case rulesNone:
-		return proxy.Rules{}
+		return protocol.Rules{}
 	case rulesSeq:
-		return proxy.Rules{Sequences: proxy.Sequences{SeqPath: p("seq")}}
+		return protocol.Rules{SeqPath: p("seq")}
 	}
-	return proxy.Rules{
-		Sequences:            proxy.Sequences{SeqPath: p("seq")},
+	return protocol.Rules{
+		SeqPath:              p("seq"),
 		AuthMatch:            m(`{"op":"login"}`),
 		SubscribeMatch:       m(`{"op":"subscribe"}`),
 		UnsubscribeMatch:     m(`{"op":"unsubscribe"}`),
@@ -104,6 +106,14 @@ func benchOptions(b *testing.B, upstreamURL, rules string) proxy.Options {
 		Logger:                zap.NewNop(),
 		Rules:                 benchRules(b, rules),
 	}
+	// The memory budget as tether runs by default without a cgroup limit
+	// (TETHER_MEMORY_LIMIT 256MiB, TETHER_MEMORY_SHARE_BYTES 32KiB): every
+	// message towards the app is counted on it.
+	bud, err := budget.New(budget.Options{Limit: 256 << 20, Share: 32 << 10, Sessions: 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Budget = bud
 	return o
 }
 

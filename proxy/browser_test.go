@@ -9,58 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/proxy"
 )
-
-func TestNormalizeOrigin(t *testing.T) {
-	tests := []struct {
-		in, want string // want "" means an error
-	}{
-		{"http://localhost:3000", "http://localhost:3000"},
-		{"HTTP://LocalHost:3000", "http://localhost:3000"},
-		{"http://localhost:80", "http://localhost"},
-		{"https://app.example:443", "https://app.example"},
-		{"wss://app.example:443", "wss://app.example"},
-		{"https://app.example:8443", "https://app.example:8443"},
-		{"http://localhost:03000", "http://localhost:3000"},
-		{"http://[::1]:3000", "http://[::1]:3000"},
-		{"http://[0:0:0:0:0:0:0:1]", "http://[::1]"},
-		{"http://127.0.0.1:5173", "http://127.0.0.1:5173"},
-		{"chrome-extension://abcdefghijklmnop", "chrome-extension://abcdefghijklmnop"},
-		{"tauri://localhost", "tauri://localhost"},
-		{"http://xn--bcher-kva.example", "http://xn--bcher-kva.example"},
-
-		{"null", ""},
-		{"*", ""},
-		{"localhost:3000", ""},
-		{"http://", ""},
-		{"http://localhost:3000/", ""},
-		{"http://localhost:3000/app", ""},
-		{"http://localhost?x=1", ""},
-		{"http://localhost#x", ""},
-		{"http://user:pw@localhost", ""},
-		{"http://localhost:", ""},
-		{"http://localhost:0", ""},
-		{"http://localhost:65536", ""},
-		{"http://localhost:+80", ""},
-		{"http://local host", ""},
-		{"http://[::1", ""},
-		{"http://[127.0.0.1]", ""},
-		{"http://[::1]x", ""},
-		{"1http://localhost", ""},
-		{"ht tp://localhost", ""},
-		{"http://bücher.example", ""},
-	}
-	for _, tt := range tests {
-		got, err := proxy.NormalizeOrigin(tt.in)
-		switch {
-		case tt.want == "" && err == nil:
-			t.Errorf("NormalizeOrigin(%q) = %q, want an error", tt.in, got)
-		case tt.want != "" && (err != nil || got != tt.want):
-			t.Errorf("NormalizeOrigin(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-}
 
 // rawAnswer is tether's HTTP answer to a hand-written handshake request.
 type rawAnswer struct {
@@ -130,7 +81,7 @@ func TestOriginCheck(t *testing.T) {
 			t.Errorf("Origin %q: 403 body %q, want one line naming TETHER_ALLOWED_ORIGINS", origin, a.body)
 		}
 	}
-	m.await(t, "rejected "+proxy.RejectOrigin, len(refused))
+	m.await(t, "rejected "+labels.RejectOrigin, len(refused))
 	if n := up.srv.Handshakes(); n != 0 {
 		t.Fatalf("upstream saw %d handshakes, want 0: a refused page must never reach it", n)
 	}
@@ -181,7 +132,7 @@ func TestHostCheck(t *testing.T) {
 			t.Errorf("Host %q: 403 body %q, want one line naming DNS rebinding", host, a.body)
 		}
 	}
-	m.await(t, "rejected "+proxy.RejectHost, len(refused))
+	m.await(t, "rejected "+labels.RejectHost, len(refused))
 	if n := up.srv.Handshakes(); n != 0 {
 		t.Fatalf("upstream saw %d handshakes, want 0", n)
 	}

@@ -30,7 +30,7 @@ func TestHTTPCatchUpTime(t *testing.T) {
 		// backoff restarts at its base after every fault, as with the
 		// resume feed's welcome, instead of growing because the faults
 		// come faster than TETHER_STABLE_AFTER.
-		o.Upstream.Confirm = mustMatch(t, `{"t":"subscribed"}`).Match
+		o.Rules.ConfirmMatch = mustMatch(t, `{"t":"subscribed"}`)
 	})
 	a := dialApp(t, e.url, appOptions{})
 	a.sendText(t, sub("a"))

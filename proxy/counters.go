@@ -1,6 +1,10 @@
 package proxy
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/tetherproxy/tether/internal/protocol"
+)
 
 // RestoreCounters are a Server's running totals of what its sessions did to
 // restore the application on new upstream connections, and of the upstream
@@ -18,12 +22,14 @@ type RestoreCounters struct {
 	HiddenRepeats uint64 // TETHER_HIDE_ON_RECONNECT_MATCH messages kept from the app
 	DuplicateAcks uint64 // repeated acknowledgements kept from the app
 	ReplayLogFull uint64 // apps closed with 1013 "replay log full"
+	Abandoned     uint64 // at-most-once operations lost in flight, reported to the app and not run again
 }
 
 // restoreTotals backs RestoreCounters; sessions add to it concurrently.
 type restoreTotals struct {
 	restores, authSent, authTimeouts, replayed, flushed, resent atomic.Uint64
 	hiddenReplies, hiddenRepeats, duplicateAcks, replayLogFull  atomic.Uint64
+	abandoned                                                   atomic.Uint64
 }
 
 // RestoreCounters returns a snapshot of the totals.
@@ -40,17 +46,18 @@ func (s *Server) RestoreCounters() RestoreCounters {
 		HiddenRepeats: t.hiddenRepeats.Load(),
 		DuplicateAcks: t.duplicateAcks.Load(),
 		ReplayLogFull: t.replayLogFull.Load(),
+		Abandoned:     t.abandoned.Load(),
 	}
 }
 
 // hidden counts one upstream message kept from the app, by reason.
-func (t *restoreTotals) hidden(reason string) {
+func (t *restoreTotals) hidden(reason protocol.Hide) {
 	switch reason {
-	case hideAuthReply, hideReply:
+	case protocol.HideLoginReply, protocol.HideReply:
 		t.hiddenReplies.Add(1)
-	case hideRepeat:
+	case protocol.HideRepeat:
 		t.hiddenRepeats.Add(1)
-	case hideAck:
+	case protocol.HideAck:
 		t.duplicateAcks.Add(1)
 	}
 }

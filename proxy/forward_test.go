@@ -1,12 +1,16 @@
 package proxy_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
 
 // Messages cross tether whole and with their type, in both directions, and
@@ -146,4 +150,126 @@ func TestSubprotocolPinnedWhileUpstreamDown(t *testing.T) {
 	}
 	a.sendText(t, "x")
 	up.expectFromApp(t, c.N(), ws.OpText, "x")
+}
+
+// closeFirstConn is an onConn that closes connection 1 with 1001 at once
+// (a server restart) and records what the app sends on the others.
+func closeFirstConn(u *upstreamEnv, c *upstreamtest.Conn) {
+	if c.N() == 1 {
+		_ = c.CloseWith(int(ws.StatusGoingAway), "restart")
+		return
+	}
+	u.record(c)
+}
+
+// TestSubprotocolKeptAcrossReconnects: the app was accepted with the
+// subprotocol the first connection chose ("b" of its "a, b"); every later
+// dial offers only that one, so an upstream that would now prefer "a" still
+// speaks "b" with the app.
+func TestSubprotocolKeptAcrossReconnects(t *testing.T) {
+	up := newUpstream(t, upstreamConfig{
+		onConn: closeFirstConn,
+		choose: func(n int, offered []string) string {
+			if n == 1 {
+				return "b"
+			}
+			return offered[0] // prefers "a" when offered
+		},
+	})
+	e := newTether(t, up.srv.URL(), nil)
+	a := dialApp(t, e.url, appOptions{protocols: []string{"a", "b"}})
+	if a.protocol != "b" {
+		t.Fatalf("app accepted with %q, want the first connection's %q", a.protocol, "b")
+	}
+	up.handshake(t, 1)
+	if h := up.handshake(t, 2); !slices.Equal(h.protocols, []string{"b"}) {
+		t.Fatalf("dial after the reconnect offered %q, want only the app's %q", h.protocols, "b")
+	}
+	a.sendText(t, "x")
+	up.expectFromApp(t, 2, ws.OpText, "x")
+	a.expectOpen(t)
+}
+
+// TestSubprotocolRefusedAfterReconnect: an upstream that no longer speaks
+// the app's subprotocol (it accepts the reconnect without one) cannot serve
+// the app, however often it is dialled: the app is closed with 1011 naming
+// the subprotocol, after that one dial, so it can connect anew and
+// negotiate with the upstream as it is now.
+func TestSubprotocolRefusedAfterReconnect(t *testing.T) {
+	up := newUpstream(t, upstreamConfig{
+		onConn: closeFirstConn,
+		choose: func(n int, offered []string) string {
+			if n == 1 {
+				return "b"
+			}
+			return ""
+		},
+	})
+	e := newTether(t, up.srv.URL(), nil)
+	a := dialApp(t, e.url, appOptions{protocols: []string{"a", "b"}})
+	if a.protocol != "b" {
+		t.Fatalf("app accepted with %q, want %q", a.protocol, "b")
+	}
+	a.expectClosed(t, testTimeout, ws.StatusInternalServerError,
+		`upstream accepted without subprotocol "b", the one the app was accepted with`)
+	if n := up.srv.Handshakes(); n != 2 {
+		t.Errorf("upstream saw %d handshakes, want 2: the refusal is not retried", n)
+	}
+}
+
+// TestBrokenCloseFrameIsPermanent: an upstream whose close frame breaks
+// RFC 6455 (a reason that is not UTF-8) will send it again on every
+// connection: tether does not reconnect, whatever the code, and tells the
+// app with 1002 naming the problem and the upstream's code.
+func TestBrokenCloseFrameIsPermanent(t *testing.T) {
+	for _, code := range []ws.StatusCode{1003, ws.StatusNormalClosure} {
+		t.Run(strconv.Itoa(int(code)), func(t *testing.T) {
+			up := newUpstream(t, upstreamConfig{onConn: func(_ *upstreamEnv, c *upstreamtest.Conn) {
+				_ = c.CloseWith(int(code), "bad \xff\xfe reason")
+			}})
+			e := newTether(t, up.srv.URL(), nil)
+			a := dialApp(t, e.url, appOptions{})
+			a.expectClosed(t, testTimeout, ws.StatusProtocolError,
+				fmt.Sprintf("upstream broke the WebSocket protocol: close reason is not UTF-8 (close code %d)", code))
+			if n := up.srv.Handshakes(); n != 1 {
+				t.Errorf("upstream saw %d handshakes, want 1: the broken close is not retried", n)
+			}
+		})
+	}
+}
+
+// TestUnofferedSubprotocolIsPermanent: an upstream that answers with a
+// subprotocol tether never offered breaks RFC 6455 §4.1 on every dial: the
+// first dial answers the app's handshake 502, a later one closes the app
+// with 1011; neither is redialled.
+func TestUnofferedSubprotocolIsPermanent(t *testing.T) {
+	t.Run("first dial", func(t *testing.T) {
+		up := newUpstream(t, upstreamConfig{choose: func(int, []string) string { return "zzz" }})
+		e := newTether(t, up.srv.URL(), nil)
+		_, ref, err := tryDialApp(t, e.url, appOptions{protocols: []string{"a"}})
+		if err == nil || ref.status != http.StatusBadGateway || !strings.Contains(ref.body, `chose a subprotocol that was not offered (offered ["a"])`) {
+			t.Fatalf("app handshake: %v, status %d %q; want 502 naming the subprotocol", err, ref.status, ref.body)
+		}
+		if n := up.srv.Handshakes(); n != 1 {
+			t.Errorf("upstream saw %d handshakes, want 1", n)
+		}
+	})
+	t.Run("reconnect", func(t *testing.T) {
+		up := newUpstream(t, upstreamConfig{
+			onConn: closeFirstConn,
+			choose: func(n int, _ []string) string {
+				if n == 1 {
+					return "a"
+				}
+				return "zzz"
+			},
+		})
+		e := newTether(t, up.srv.URL(), nil)
+		a := dialApp(t, e.url, appOptions{protocols: []string{"a"}})
+		a.expectClosed(t, testTimeout, ws.StatusInternalServerError,
+			`upstream chose a subprotocol that was not offered (offered ["a"])`)
+		if n := up.srv.Handshakes(); n != 2 {
+			t.Errorf("upstream saw %d handshakes, want 2", n)
+		}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/budget"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
@@ -27,10 +28,15 @@ import (
 const testTimeout = 5 * time.Second
 
 // The configuration every test starts from: short enough that failures are
-// detected and repaired in a fraction of a second.
+// detected and repaired in a fraction of a second. pingTimeout is longer
+// than the interval: the test upstream runs in the test's own process, so
+// a pong is late whenever that process is starved, and on a loaded 2-core
+// machine under -race three goroutines (tether's writer and reader, the
+// server's reader) took more than 100 ms to carry one often enough to end
+// healthy connections in tests about something else.
 const (
 	pingInterval = 100 * time.Millisecond
-	pingTimeout  = 100 * time.Millisecond
+	pingTimeout  = 300 * time.Millisecond
 	backoffBase  = 20 * time.Millisecond
 	backoffCap   = 200 * time.Millisecond
 	dialTimeout  = time.Second
@@ -49,6 +55,7 @@ type upstreamEnv struct {
 	srv        *upstreamtest.Server
 	fromApp    chan upMsg         // messages the server read, from every connection
 	handshakes chan handshakeInfo // every handshake request, refused ones included
+	ended      chan struct{}      // closed when the test ends, before the server closes
 }
 
 type upMsg struct {
@@ -69,8 +76,12 @@ type upstreamConfig struct {
 	// onConn scripts a connection; nil records what the app sends.
 	onConn       func(u *upstreamEnv, c *upstreamtest.Conn)
 	subprotocols []string
-	greeting     string // sent with the 101 response
-	quiet        bool   // no per-connection log lines (many sessions)
+	// choose, when set, picks the subprotocol handshake n answers with from
+	// what tether offered, "" for none: any value, offered or not, as a
+	// broken upstream might (subprotocols must then be empty).
+	choose   func(n int, offered []string) string
+	greeting string // sent with the 101 response
+	quiet    bool   // no per-connection log lines (many sessions)
 }
 
 func newUpstream(t *testing.T, cfg upstreamConfig) *upstreamEnv {
@@ -78,6 +89,7 @@ func newUpstream(t *testing.T, cfg upstreamConfig) *upstreamEnv {
 	u := &upstreamEnv{
 		fromApp:    make(chan upMsg, 1<<12),
 		handshakes: make(chan handshakeInfo, 1<<10),
+		ended:      make(chan struct{}),
 	}
 	onConn := cfg.onConn
 	if onConn == nil {
@@ -89,10 +101,21 @@ func newUpstream(t *testing.T, cfg upstreamConfig) *upstreamEnv {
 			case u.handshakes <- handshakeInfo{n: h.N, at: time.Now(), protocols: h.Protocols}:
 			default:
 			}
+			var status int
+			var header http.Header
 			if cfg.refuse != nil {
-				return cfg.refuse(h.N)
+				status, header = cfg.refuse(h.N)
 			}
-			return 0, nil
+			if cfg.choose != nil && status == 0 {
+				if p := cfg.choose(h.N, h.Protocols); p != "" {
+					header = header.Clone()
+					if header == nil {
+						header = http.Header{}
+					}
+					header.Set("Sec-Websocket-Protocol", p)
+				}
+			}
+			return status, header
 		},
 		OnConn:       func(c *upstreamtest.Conn) { onConn(u, c) },
 		Subprotocols: cfg.subprotocols,
@@ -106,11 +129,19 @@ func newUpstream(t *testing.T, cfg upstreamConfig) *upstreamEnv {
 		t.Fatalf("upstreamtest.NewServer: %v", err)
 	}
 	u.srv = srv
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		close(u.ended)
+		_ = srv.Close()
+	})
 	return u
 }
 
-// record is the default script: hand every message the app sends to the test.
+// record is the default script: hand every message the app sends to the
+// test. Every message read is handed over, also once the connection has
+// ended: Read returns what arrived before the end first, and a message the
+// app sent just before it closed is still news to the test. Only the test's
+// end stops a hand-over that waits for room in fromApp (the server's Close
+// waits for this script).
 func (u *upstreamEnv) record(c *upstreamtest.Conn) {
 	for {
 		op, data, err := c.Read(c.Context())
@@ -119,7 +150,7 @@ func (u *upstreamEnv) record(c *upstreamtest.Conn) {
 		}
 		select {
 		case u.fromApp <- upMsg{conn: c.N(), op: op, data: string(data)}:
-		case <-c.Done():
+		case <-u.ended:
 			return
 		}
 	}
@@ -236,7 +267,19 @@ func baseOptions(t *testing.T, upstreamURL string, states *stateRecorder) proxy.
 		DownstreamBufferBytes: 1 << 20,
 		HandshakeTimeout:      2 * time.Second,
 		Logger:                zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)),
+		Budget:                testBudget(t),
 	}
+}
+
+// testBudget is a memory budget, as tether always runs with, roomy enough
+// that no test but those about it fills it: what the sessions queue is
+// counted on it, so a leak in that count would show as a pause.
+func testBudget(t *testing.T) *budget.Budget {
+	b, err := budget.New(budget.Options{Limit: 256 << 20, Share: 64 << 10, Sessions: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // newTether starts a proxy.Server in front of upstreamURL; mutate adjusts the
@@ -302,6 +345,34 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		case <-tick.C:
 		case <-deadline:
 			t.Fatalf("%s: not within %v", what, testTimeout)
+		}
+	}
+}
+
+// awaitAppQueued waits until the server's one session holds at least n
+// bytes queued towards its app: the moment the back-pressure of an app that
+// reads nothing reaches tether's buffer. Before it, what the upstream sends
+// fills kernel socket buffers first: tether's send buffer towards the app
+// and the upstream's send buffer grow to net.ipv4.tcp_wmem's maximum (4 MiB
+// each here), the app's receive buffer stays at its default since nothing
+// reads it. That is several MiB, which takes a second or more under -race
+// on a loaded machine: a test that samples the queue at a fixed instant
+// finds it empty. Nothing signals the moment, so this polls, bounded by
+// testTimeout.
+func awaitAppQueued(t *testing.T, srv *proxy.Server, n int64) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testTimeout)
+	for {
+		q := srv.AppQueuedBytes()
+		if len(q) == 1 && q[0] >= n {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("bytes queued towards the paused app: %v after %v, want one session with at least %d", q, testTimeout, n)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
@@ -59,7 +60,7 @@ func TestSlowHandshakeCutOff(t *testing.T) {
 				t.Fatalf("read %d bytes, %v: want the connection closed by tether", n, err)
 			}
 			within(t, "connection closed", elapsed, handshakeTimeout, handshakeTimeout+slack)
-			m.await(t, "rejected "+proxy.RejectTimeout, 1)
+			m.await(t, "rejected "+labels.RejectTimeout, 1)
 			if n := up.srv.Handshakes(); n != 0 {
 				t.Errorf("upstream saw %d handshakes, want 0", n)
 			}
@@ -101,7 +102,7 @@ func TestOversizedHandshake(t *testing.T) {
 	if a.status != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("17 KiB request: answered %d %q, want 431", a.status, a.body)
 	}
-	m.await(t, "rejected "+proxy.RejectHeadersTooLarge, 1)
+	m.await(t, "rejected "+labels.RejectHeadersTooLarge, 1)
 	if n := up.srv.Handshakes(); n != 0 {
 		t.Fatalf("upstream saw %d handshakes, want 0", n)
 	}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"fmt"
 	"net"
+
+	"github.com/tetherproxy/tether/internal/labels"
 )
 
 // ListenerKind is what an app speaks on a listener (TETHER_LISTEN's scheme).
@@ -11,28 +13,28 @@ import (
 type ListenerKind string
 
 // Listener kinds. They double as the listener label of tether_sessions and
-// tether_messages_total.
+// tether_messages_total (internal/labels).
 const (
 	// ListenerWS is WebSocket over TCP (host:port or ws://host:port), with
-	// the Origin and Host checks of browser.go.
-	ListenerWS ListenerKind = "ws"
+	// the Origin and Host checks of internal/browser.
+	ListenerWS ListenerKind = labels.ListenerWS
 	// ListenerUnix is WebSocket over a unix socket (unix:///path). Any Host
 	// is accepted: DNS rebinding, which the Host check prevents, needs a
 	// browser to reach the socket over TCP, and no browser can open a unix
 	// socket. Origin is still checked: a local reverse proxy in front of
 	// the socket passes a page's Origin through.
-	ListenerUnix ListenerKind = "unix"
+	ListenerUnix ListenerKind = labels.ListenerUnix
 	// ListenerTCP is newline-delimited text over TCP (tcp://host:port): no
 	// handshake, so no Origin or Host check applies (there are no HTTP
 	// headers), and admission and the first dial happen on accept
-	// (listener_tcp.go, lines.go).
-	ListenerTCP ListenerKind = "tcp"
+	// (listener_tcp.go, transport.LineConn).
+	ListenerTCP ListenerKind = labels.ListenerTCP
 	// ListenerSSE is Server-Sent Events over HTTP/1.1
 	// (sse://host:port/path): EventSource apps read a text/event-stream
 	// that outlives upstream losses and their own reconnections, with the
-	// Origin and Host checks of browser.go (listener_sse.go,
+	// Origin and Host checks of internal/browser (listener_sse.go,
 	// ssesession.go). Such an app sends nothing.
-	ListenerSSE ListenerKind = "sse"
+	ListenerSSE ListenerKind = labels.ListenerSSE
 )
 
 // valid reports whether k is one of the kinds above.

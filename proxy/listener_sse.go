@@ -10,6 +10,9 @@ import (
 	"sync"
 
 	"github.com/gobwas/ws"
+	"github.com/tetherproxy/tether/internal/browser"
+	"github.com/tetherproxy/tether/internal/handshake"
+	"github.com/tetherproxy/tether/internal/labels"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -18,24 +21,18 @@ import (
 // HTTP/1.1 (net/http): a GET on its path is answered with a
 // text/event-stream response that stays open as long as the app wants it,
 // whatever the upstream does, carrying one event per upstream message
-// (ssesession.go, sseapp.go). Anything else is refused before a session
+// (ssesession.go, transport.SSEApp). Anything else is refused before a session
 // exists or the upstream is dialled, in this order: a Host that is neither
 // a loopback name nor the listen address, or an Origin not in
-// TETHER_ALLOWED_ORIGINS (403, as on a WebSocket listener: browser.go);
+// TETHER_ALLOWED_ORIGINS (403, as on a WebSocket listener: internal/browser);
 // another path (404); another method (405); a request with a body (400). Admission and the first dial
 // then answer as for a WebSocket app: 503 when full or draining, 502 when
 // the upstream refused for good.
 //
-// Unlike a WebSocket handshake, an EventSource request from a web page is
-// subject to CORS: a page on another origin reads the stream only if the
-// response names its origin in Access-Control-Allow-Origin. An allowed
-// Origin is therefore echoed there (with Allow-Credentials, for pages that
-// set withCredentials); a request without Origin gets no CORS header. A
-// CORS preflight (OPTIONS) from an allowed Origin is answered too: a
-// browser sends one before a fetch-based EventSource polyfill's request
-// (Last-Event-ID is not a CORS-safelisted header), and Chrome before any
-// request a public site makes to a loopback address (Private Network
-// Access).
+// An EventSource request from a web page is subject to CORS, unlike a
+// WebSocket handshake: an allowed Origin is answered as
+// internal/browser's CORS functions say (browser.AllowOrigin,
+// browser.Preflight).
 
 // SSEListener is a listener to serve with ServeKind(ln, ListenerSSE): it
 // carries the path its endpoint answers on. A plain net.Listener served as
@@ -122,7 +119,7 @@ func (l *sseListener) httpServer() *http.Server {
 		Handler:           l,
 		ReadHeaderTimeout: s.opts.HandshakeTimeout,
 		IdleTimeout:       s.opts.HandshakeTimeout,
-		MaxHeaderBytes:    maxHandshakeBytes,
+		MaxHeaderBytes:    handshake.MaxRequestBytes,
 		ConnState:         l.track,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          errLog,
@@ -173,40 +170,10 @@ func (l *sseListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodOptions {
-		preflight(w, r)
+		browser.Preflight(w, r)
 		return
 	}
 	l.serveStream(w, r)
-}
-
-// isPreflight reports a CORS preflight for a GET (Fetch standard §3.2.2).
-func isPreflight(r *http.Request) bool {
-	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" &&
-		r.Header.Get("Access-Control-Request-Method") == http.MethodGet
-}
-
-// preflight lets a page of an allowed origin (checked already) make its GET
-// with the headers it asked for.
-func preflight(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	allowOrigin(h, r.Header.Get("Origin"))
-	h.Set("Access-Control-Allow-Methods", http.MethodGet)
-	if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
-		h.Set("Access-Control-Allow-Headers", asked)
-	}
-	if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
-		h.Set("Access-Control-Allow-Private-Network", "true")
-	}
-	h.Set("Access-Control-Max-Age", "600")
-	h.Add("Vary", "Access-Control-Request-Headers")
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// allowOrigin lets a page of an allowed origin read the response.
-func allowOrigin(h http.Header, origin string) {
-	h.Set("Access-Control-Allow-Origin", origin)
-	h.Set("Access-Control-Allow-Credentials", "true")
-	h.Add("Vary", "Origin")
 }
 
 // check applies the browser protections, then the path and the method,
@@ -215,32 +182,27 @@ func allowOrigin(h http.Header, origin string) {
 func (l *sseListener) check(r *http.Request) (string, error) {
 	g := l.s.guard
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if err := g.checkHost([]byte(r.Host), local); err != nil {
-		return RejectHost, err
+	if err := g.CheckHost([]byte(r.Host), local); err != nil {
+		return labels.RejectHost, forbidden(err)
 	}
 	for _, origin := range r.Header.Values("Origin") {
-		if err := g.checkOrigin([]byte(origin)); err != nil {
-			return RejectOrigin, err
+		if err := g.CheckOrigin([]byte(origin)); err != nil {
+			return labels.RejectOrigin, forbidden(err)
 		}
 	}
 	if r.URL.Path != l.path {
-		return RejectPath, refusal(http.StatusNotFound, fmt.Sprintf("no event stream at %q: this sse:// listener serves %q", r.URL.Path, l.path))
+		return labels.RejectPath, handshake.Refusal(http.StatusNotFound, fmt.Sprintf("no event stream at %q: this sse:// listener serves %q", r.URL.Path, l.path))
 	}
-	if r.Method != http.MethodGet && !isPreflight(r) {
-		return RejectBadRequest, refusal(http.StatusMethodNotAllowed, fmt.Sprintf("method %s: an event stream is read with GET", r.Method))
+	if r.Method != http.MethodGet && !browser.IsPreflight(r) {
+		return labels.RejectBadRequest, handshake.Refusal(http.StatusMethodNotAllowed, fmt.Sprintf("method %s: an event stream is read with GET", r.Method))
 	}
 	if r.ContentLength != 0 {
 		// net/http notices that a client went away only once the request
 		// body is read: a stream requested with a body would not end with
 		// its app. EventSource sends none.
-		return RejectBadRequest, refusal(http.StatusBadRequest, "an event stream request has no body")
+		return labels.RejectBadRequest, handshake.Refusal(http.StatusBadRequest, "an event stream request has no body")
 	}
 	return "", nil
-}
-
-// refusal is an error carrying an HTTP status, as a WebSocket handshake's.
-func refusal(status int, reason string) error {
-	return ws.RejectConnectionError(ws.RejectionStatus(status), ws.RejectionReason(oneLine(reason)))
 }
 
 // refuse answers a request tether turns away, with the status its error
@@ -260,5 +222,5 @@ func (l *sseListener) refuse(w http.ResponseWriter, r *http.Request, reason stri
 	if status == http.StatusMethodNotAllowed {
 		h.Set("Allow", http.MethodGet)
 	}
-	http.Error(w, oneLine(err.Error()), status)
+	http.Error(w, handshake.OneLine(err.Error()), status)
 }

@@ -587,11 +587,23 @@ func TestSSEResumeAfterEviction(t *testing.T) {
 // everything arrives, once and in order.
 func TestSSESlowAppBackPressure(t *testing.T) {
 	const (
-		count = 1000
-		size  = 32 << 10 // 32 MiB in all: beyond the 1 MiB buffer and the kernel's socket buffers
+		count  = 1000
+		size   = 32 << 10 // 32 MiB in all: beyond the 1 MiB buffer and the kernel's socket buffers (awaitAppQueued)
+		buffer = 1 << 20  // baseOptions' DownstreamBufferBytes
+		// sendBuffer fixes tether's send buffer towards the app: once the
+		// queue holds buffer/2 more than the kernel could still take of it
+		// (2*sendBuffer), it holds at least buffer/2 until the app reads,
+		// whichever of tether's goroutines runs when. With the buffer the
+		// kernel grows by itself (4 MiB here) the queue could fill while
+		// tether's writer was merely starved, with megabytes of room left
+		// in the socket: the writer then emptied it there, and the final
+		// check found 0 bytes queued (3 of 88 runs at load 10-15).
+		sendBuffer = 64 << 10
 	)
 	up := newUpstream(t, upstreamConfig{})
-	e := newSSETether(t, up.srv.URL(), nil)
+	e := newSSETetherOn(t, up.srv.URL(), nil, func(ln net.Listener) net.Listener {
+		return sendBufferListener{Listener: ln, bytes: sendBuffer}
+	})
 	es := newEventSource(t, e.url, nil)
 	es.paused = make(chan struct{})
 	es.connect(t)
@@ -613,6 +625,10 @@ func TestSSESlowAppBackPressure(t *testing.T) {
 	}()
 	t.Cleanup(func() { _ = c.Close(); wg.Wait() })
 
+	// Once the buffer is mostly full, tether's upstream reader waits for
+	// room: three times the detection bound without a frame from the
+	// upstream reaching it.
+	awaitAppQueued(t, e.srv, buffer/2+2*sendBuffer)
 	e.states.expectNone(t, upstream.StateLost, 3*(pingInterval+pingTimeout))
 	select {
 	case err := <-sent:
@@ -621,7 +637,6 @@ func TestSSESlowAppBackPressure(t *testing.T) {
 	}
 	// The buffer filled up, and no further: what the writer has in flight
 	// counts until it is written, and a Send waits for room.
-	const buffer = 1 << 20 // baseOptions' DownstreamBufferBytes
 	if q := e.srv.AppQueuedBytes(); len(q) != 1 || q[0] > buffer || q[0] < buffer/2 {
 		t.Errorf("bytes queued towards the paused app: %v, want one session with at most DownstreamBufferBytes (%d), most of it used", q, buffer)
 	}

@@ -95,21 +95,27 @@ func sseUpstream(url string, format upstream.SSEFormat) func(*proxy.Options) {
 }
 
 // sourceView checks what an EventSource reads of an sseSource through
-// tether: the upstream's events, type and data as published, numbered
-// consecutively from 1, each once.
-type sourceView struct{ last uint64 }
+// tether: the upstream's events, type and data as published (every type
+// "message" with TETHER_SSE_FORMAT=data), numbered consecutively from 1,
+// each once, and each with the upstream's id (ssetest numbers its events
+// from 1).
+type sourceView struct {
+	last uint64
+	data bool // TETHER_SSE_FORMAT=data
+}
 
 func (v *sourceView) until(t *testing.T, es *eventSource, n uint64) {
 	t.Helper()
 	for v.last < n {
 		ev := es.next(t)
 		want := sourceEvent(v.last + 1)
-		if want.Type == "" {
+		if want.Type == "" || v.data {
 			want.Type = "message"
 		}
-		if ev.Type != want.Type || ev.Data != want.Data {
-			t.Fatalf("got %q %q after event %d, want %q %q: gap, duplicate or altered event",
-				ev.Type, ev.Data, v.last, want.Type, want.Data)
+		id := strconv.FormatUint(v.last+1, 10)
+		if ev.Type != want.Type || ev.Data != want.Data || ev.ID != id {
+			t.Fatalf("got %q %q id %q after event %d, want %q %q id %s: gap, duplicate or altered event",
+				ev.Type, ev.Data, ev.ID, v.last, want.Type, want.Data, id)
 		}
 		v.last++
 	}
@@ -217,35 +223,90 @@ func TestWebSocketAppWithSSEUpstream(t *testing.T) {
 	}
 }
 
+// sseFormats runs a test in each TETHER_SSE_FORMAT: an SSE upstream's ids
+// reach an sse:// app in both.
+func sseFormats(t *testing.T, test func(t *testing.T, format upstream.SSEFormat)) {
+	for _, f := range []upstream.SSEFormat{upstream.SSEJSON, upstream.SSEData} {
+		t.Run(f.String(), func(t *testing.T) { test(t, f) })
+	}
+}
+
 // An EventSource that read the SSE upstream directly before comes to tether
 // with the upstream's own id as Last-Event-ID. It is not one of tether's
 // ids, but with an SSE upstream it needs no tether-gap: the new session's
 // upstream is asked to resume after it, and the app reads on from the next
-// event, once each.
+// event, once each, with the upstream's ids.
 func TestSSEAppResumesUpstreamID(t *testing.T) {
-	src := newSSESource(t)
-	for n := uint64(1); n <= 10; n++ {
-		src.Publish(sourceEvent(n))
-	}
-	src.mu.Lock()
-	src.last = 10
-	src.mu.Unlock()
-	e := newSSETether(t, src.URL(), sseUpstream(src.URL(), upstream.SSEJSON))
-	es := newEventSource(t, e.url, nil)
-	es.lastID = "5"
-	es.connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	reqs, err := src.WaitRequests(ctx, 1)
-	if err != nil {
-		t.Fatalf("no upstream request: %v", err)
-	}
-	if got := reqs[0].LastEventID; got != "5" {
-		t.Fatalf("upstream's first request carried Last-Event-ID %q, want the app's \"5\"", got)
-	}
-	v := sourceView{last: 5}
-	v.until(t, es, 10) // a tether-gap event here fails: its type is not the source's
-	src.start()
-	v.until(t, es, src.head()+5)
-	es.expectOpen(t)
+	sseFormats(t, func(t *testing.T, format upstream.SSEFormat) {
+		src := newSSESource(t)
+		for n := uint64(1); n <= 10; n++ {
+			src.Publish(sourceEvent(n))
+		}
+		src.mu.Lock()
+		src.last = 10
+		src.mu.Unlock()
+		m := newCounts()
+		e := newSSETether(t, src.URL(), func(o *proxy.Options) {
+			sseUpstream(src.URL(), format)(o)
+			o.Metrics = m
+		})
+		es := newEventSource(t, e.url, nil)
+		es.lastID = "5"
+		es.connect(t)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		reqs, err := src.WaitRequests(ctx, 1)
+		if err != nil {
+			t.Fatalf("no upstream request: %v", err)
+		}
+		if got := reqs[0].LastEventID; got != "5" {
+			t.Fatalf("upstream's first request carried Last-Event-ID %q, want the app's \"5\"", got)
+		}
+		v := sourceView{last: 5, data: format == upstream.SSEData}
+		v.until(t, es, 10) // a tether-gap event here fails: its type, data or id is not the source's
+		src.start()
+		v.until(t, es, src.head()+5)
+		es.expectOpen(t)
+		m.await(t, "sse resume upstream", 1)
+	})
+}
+
+// An sse:// app reads an SSE upstream's events with the upstream's own ids
+// (tether writes its own only where the upstream has none), in either
+// format: what it records or compares is what the server sent. When it
+// reconnects with one of them as Last-Event-ID, the session that holds the
+// event resumes after it from its buffer: no new upstream request, nothing
+// lost or repeated.
+func TestSSEAppKeepsUpstreamIDs(t *testing.T) {
+	sseFormats(t, func(t *testing.T, format upstream.SSEFormat) {
+		src := newSSESource(t)
+		m := newCounts()
+		e := newSSETether(t, src.URL(), func(o *proxy.Options) {
+			sseUpstream(src.URL(), format)(o)
+			o.Metrics = m
+		})
+		es := openEventSource(t, e.url)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := src.WaitStreams(ctx, 1); err != nil {
+			t.Fatalf("no upstream stream: %v", err)
+		}
+		v := sourceView{data: format == upstream.SSEData}
+		for n := uint64(1); n <= 10; n++ {
+			src.Publish(sourceEvent(n))
+		}
+		v.until(t, es, 10)
+
+		es.drop()
+		for n := uint64(11); n <= 15; n++ {
+			src.Publish(sourceEvent(n))
+		}
+		es.connect(t) // Last-Event-ID: 10, the upstream's
+		v.until(t, es, 15)
+		if got := len(src.Requests()); got != 1 {
+			t.Errorf("the upstream got %d requests, want 1: the session's buffer resumed the app", got)
+		}
+		es.expectOpen(t)
+		m.await(t, "sse resume resumed", 1)
+	})
 }

@@ -7,106 +7,30 @@ import (
 	"github.com/gobwas/ws"
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/labels"
+	"github.com/tetherproxy/tether/internal/transport"
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
 
-// BinaryPolicy is what a tcp:// app gets for a binary upstream message
-// (TETHER_TCP_BINARY). A line holds text, and raw bytes could hold a newline
-// that would split one message into two lines, so a binary message is never
-// written as is.
-type BinaryPolicy int
-
-const (
-	// BinaryBase64 writes the message as one line of standard base64 (RFC
-	// 4648 §4, padded). The default: nothing is lost, and an app that
-	// expects binary messages can decode them.
-	BinaryBase64 BinaryPolicy = iota
-	// BinaryDrop does not deliver the message; each drop is counted
-	// (tether_app_dropped_total{reason="binary"}) and logged.
-	BinaryDrop
-	// BinaryClose closes the app, as an app that cannot take binary data
-	// would close a WebSocket with 1003.
-	BinaryClose
+// BinaryPolicy and NewlinePolicy, Options.TCPBinary and TCPNewline, are the
+// tcp:// transport's (transport.BinaryPolicy, transport.NewlinePolicy),
+// named here so that configuring a Server takes no internal import.
+type (
+	BinaryPolicy  = transport.BinaryPolicy
+	NewlinePolicy = transport.NewlinePolicy
 )
 
-var binaryPolicyNames = [...]string{"base64", "drop", "close"}
-
-// String returns base64, drop or close.
-func (p BinaryPolicy) String() string {
-	if p < 0 || int(p) >= len(binaryPolicyNames) {
-		return fmt.Sprintf("BinaryPolicy(%d)", int(p))
-	}
-	return binaryPolicyNames[p]
-}
-
-// ParseBinaryPolicy parses base64, drop or close.
-func ParseBinaryPolicy(s string) (BinaryPolicy, error) {
-	for p, name := range binaryPolicyNames {
-		if s == name {
-			return BinaryPolicy(p), nil
-		}
-	}
-	return 0, fmt.Errorf("invalid binary policy %q: want base64, drop or close", s)
-}
-
-// UnmarshalText lets configuration decoders (caarlos0/env) parse a BinaryPolicy.
-func (p *BinaryPolicy) UnmarshalText(b []byte) error {
-	v, err := ParseBinaryPolicy(string(b))
-	if err != nil {
-		return err
-	}
-	*p = v
-	return nil
-}
-
-// NewlinePolicy is what a tcp:// app gets for an upstream text message that
-// contains a line break (CR or LF), which written as is would reach the app
-// as several lines (TETHER_TCP_NEWLINE).
-type NewlinePolicy int
-
+// The policies' values; the transport documents each.
 const (
-	// NewlineSpace replaces every CR and LF by a space and delivers the
-	// message as one line. The default: JSON cannot hold a raw CR or LF
-	// inside a string, only between tokens where any whitespace is
-	// equivalent, so a JSON parser sees the same value. Other text is
-	// altered.
-	NewlineSpace NewlinePolicy = iota
-	// NewlineDrop does not deliver the message; each drop is counted
-	// (tether_app_dropped_total{reason="newline"}) and logged.
-	NewlineDrop
-	// NewlineClose closes the app.
-	NewlineClose
+	BinaryBase64 = transport.BinaryBase64
+	BinaryDrop   = transport.BinaryDrop
+	BinaryClose  = transport.BinaryClose
+
+	NewlineSpace = transport.NewlineSpace
+	NewlineDrop  = transport.NewlineDrop
+	NewlineClose = transport.NewlineClose
 )
-
-var newlinePolicyNames = [...]string{"space", "drop", "close"}
-
-// String returns space, drop or close.
-func (p NewlinePolicy) String() string {
-	if p < 0 || int(p) >= len(newlinePolicyNames) {
-		return fmt.Sprintf("NewlinePolicy(%d)", int(p))
-	}
-	return newlinePolicyNames[p]
-}
-
-// ParseNewlinePolicy parses space, drop or close.
-func ParseNewlinePolicy(s string) (NewlinePolicy, error) {
-	for p, name := range newlinePolicyNames {
-		if s == name {
-			return NewlinePolicy(p), nil
-		}
-	}
-	return 0, fmt.Errorf("invalid newline policy %q: want space, drop or close", s)
-}
-
-// UnmarshalText lets configuration decoders (caarlos0/env) parse a NewlinePolicy.
-func (p *NewlinePolicy) UnmarshalText(b []byte) error {
-	v, err := ParseNewlinePolicy(string(b))
-	if err != nil {
-		return err
-	}
-	*p = v
-	return nil
-}
 
 // handleLines serves one tcp:// app from accept to close. There is no
 // handshake to hold the app in, so admission and the first dial happen
@@ -140,12 +64,12 @@ func (sess *Session) acceptLines(nc net.Conn) bool {
 	r, answered := sess.firstDial()
 	switch {
 	case answered && r.Err == nil:
-		sess.setAppProtocol(r.Protocol)
+		sess.subprotocol.set(r.Protocol)
 	case answered && r.Permanent:
-		sess.refuseLines(RejectUpstreamPermanent, fmt.Errorf("upstream refused the connection: %w", r.Err))
+		sess.refuseLines(labels.RejectUpstreamPermanent, fmt.Errorf("upstream refused the connection: %w", r.Err))
 		return false
 	}
-	sess.app = newLineConn(nc, sess.lineOptions())
+	sess.app = transport.NewLineConn(nc, sess.srv.lineOptions(sess.log, sess.acct))
 	close(sess.appReady)
 	sess.log.Info("app connected", zap.String("remote", remoteAddr(nc)), zap.Bool("upstream_connected", answered && r.Err == nil))
 	return true
@@ -165,18 +89,21 @@ func (sess *Session) refuseLines(reason string, err error) {
 	}
 }
 
-// lineOptions configures a tcp:// app's socket from the server's options.
-func (sess *Session) lineOptions() lineOptions {
-	o := sess.srv.opts
+// lineOptions configures a tcp:// app's socket from the server's options;
+// log and acct (its share of the memory budget, nil without one) are its
+// session's.
+func (s *Server) lineOptions(log *zap.Logger, acct *budget.Account) transport.LineOptions {
+	o := s.opts
 	m := o.Metrics
-	return lineOptions{
+	return transport.LineOptions{
 		MaxLineBytes: o.MaxMessageBytes,
 		QueueBytes:   o.DownstreamBufferBytes,
 		CloseWait:    wsconn.DefaultCloseWait, // as for a WebSocket app's closing handshake
 		Binary:       o.TCPBinary,
 		Newline:      o.TCPNewline,
-		Log:          sess.log,
+		Log:          log,
 		Dropped:      m.AppDropped,
-		Delivered:    func() { m.Message(DirectionUpstreamToApp, string(ListenerTCP)) },
+		Delivered:    func() { m.Message(labels.DirectionUpstreamToApp, string(ListenerTCP)) },
+		Account:      acct,
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
@@ -56,11 +57,11 @@ func TestTCPPolicies(t *testing.T) {
 		closed  bool
 	}{
 		{"binary base64", proxy.BinaryBase64, proxy.NewlineSpace, "binary", []string{base64.StdEncoding.EncodeToString(binaryPayload)}, "", false},
-		{"binary drop", proxy.BinaryDrop, proxy.NewlineSpace, "binary", nil, proxy.DropBinary, false},
-		{"binary close", proxy.BinaryClose, proxy.NewlineSpace, "binary", nil, proxy.DropBinary, true},
+		{"binary drop", proxy.BinaryDrop, proxy.NewlineSpace, "binary", nil, labels.DropBinary, false},
+		{"binary close", proxy.BinaryClose, proxy.NewlineSpace, "binary", nil, labels.DropBinary, true},
 		{"newline space", proxy.BinaryBase64, proxy.NewlineSpace, "newline", []string{`{"a":1,  "b":2}`}, "", false},
-		{"newline drop", proxy.BinaryBase64, proxy.NewlineDrop, "newline", nil, proxy.DropNewline, false},
-		{"newline close", proxy.BinaryBase64, proxy.NewlineClose, "newline", nil, proxy.DropNewline, true},
+		{"newline drop", proxy.BinaryBase64, proxy.NewlineDrop, "newline", nil, labels.DropNewline, false},
+		{"newline close", proxy.BinaryBase64, proxy.NewlineClose, "newline", nil, labels.DropNewline, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,7 +119,7 @@ func TestTCPOversizedLine(t *testing.T) {
 	a.expectEOF(t, testTimeout)
 	expectUpstreamClosedWith(t, c, ws.StatusNormalClosure)
 	up.expectNothingFromApp(t)
-	m.await(t, "app dropped "+proxy.DropTooLarge, 1)
+	m.await(t, "app dropped "+labels.DropTooLarge, 1)
 	m.await(t, "message app_to_upstream tcp", 3)
 	m.await(t, "session ended tcp", 1)
 }
@@ -137,7 +138,7 @@ func TestTCPInvalidUTF8(t *testing.T) {
 	a.expectEOF(t, testTimeout)
 	expectUpstreamClosedWith(t, c, ws.StatusNormalClosure)
 	up.expectNothingFromApp(t)
-	m.await(t, "app dropped "+proxy.DropInvalidUTF8, 1)
+	m.await(t, "app dropped "+labels.DropInvalidUTF8, 1)
 }
 
 // An app that disconnects after a partial line: the part is not sent, the
@@ -156,7 +157,7 @@ func TestTCPUnterminatedLine(t *testing.T) {
 	}
 	expectUpstreamClosedWith(t, c, ws.StatusNormalClosure)
 	up.expectNothingFromApp(t)
-	m.await(t, "app dropped "+proxy.DropUnterminated, 1)
+	m.await(t, "app dropped "+labels.DropUnterminated, 1)
 	a.expectEOF(t, testTimeout)
 }
 
@@ -175,7 +176,7 @@ func TestTCPRefusals(t *testing.T) {
 		up.nextConn(t)
 		second := dialLines(t, e.addr[proxy.ListenerTCP])
 		second.expectEOF(t, testTimeout)
-		m.await(t, "rejected "+proxy.RejectMaxSessions, 1)
+		m.await(t, "rejected "+labels.RejectMaxSessions, 1)
 		first.expectOpen(t)
 		if n := up.srv.Handshakes(); n != 1 {
 			t.Errorf("upstream saw %d handshakes, want 1", n)
@@ -189,7 +190,7 @@ func TestTCPRefusals(t *testing.T) {
 		a := dialLines(t, e.addr[proxy.ListenerTCP])
 		a.expectEOF(t, acceptWait+slack)
 		within(t, "refused", time.Since(start), 0, acceptWait+slack)
-		m.await(t, "rejected "+proxy.RejectUpstreamPermanent, 1)
+		m.await(t, "rejected "+labels.RejectUpstreamPermanent, 1)
 		m.await(t, "session ended tcp", 1)
 		if n := up.srv.Handshakes(); n != 1 {
 			t.Errorf("upstream saw %d handshakes, want 1: a permanent failure is not retried", n)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/proxy"
 )
 
@@ -403,7 +404,7 @@ func TestListenersShareOneServer(t *testing.T) {
 	// A fourth app, of any kind, is over MaxSessions.
 	extra := dialLines(t, e.addr[proxy.ListenerTCP])
 	extra.expectEOF(t, testTimeout)
-	m.await(t, "rejected "+proxy.RejectMaxSessions, 1)
+	m.await(t, "rejected "+labels.RejectMaxSessions, 1)
 	for kind, c := range clients {
 		c.expectOpen(t)
 		if n := m.get("session started " + string(kind)); n != 1 {
@@ -442,8 +443,8 @@ func TestWebSocketLimitDropsCounted(t *testing.T) {
 		name, msg, reason string
 		code              ws.StatusCode
 	}{
-		{"too large", strings.Repeat("b", limit+1), proxy.DropTooLarge, ws.StatusMessageTooBig},
-		{"invalid utf-8", "\xc3\x28", proxy.DropInvalidUTF8, ws.StatusInvalidFramePayloadData},
+		{"too large", strings.Repeat("b", limit+1), labels.DropTooLarge, ws.StatusMessageTooBig},
+		{"invalid utf-8", "\xc3\x28", labels.DropInvalidUTF8, ws.StatusInvalidFramePayloadData},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, upstreamConfig{})

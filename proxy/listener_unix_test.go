@@ -6,6 +6,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/proxy"
 )
 
@@ -33,13 +34,13 @@ func TestUnixHostAndOrigin(t *testing.T) {
 	if err == nil || ref.status != http.StatusForbidden {
 		t.Fatalf("unix app with a foreign Origin: %v, status %d; want 403", err, ref.status)
 	}
-	m.await(t, "rejected "+proxy.RejectOrigin, 1)
+	m.await(t, "rejected "+labels.RejectOrigin, 1)
 
 	_, ref, err = dialAppVia(t, "tcp", e.addr[proxy.ListenerWS], "ws://evil.example/", nil)
 	if err == nil || ref.status != http.StatusForbidden {
 		t.Fatalf("TCP app with a foreign Host: %v, status %d; want 403", err, ref.status)
 	}
-	m.await(t, "rejected "+proxy.RejectHost, 1)
+	m.await(t, "rejected "+labels.RejectHost, 1)
 	if n := up.srv.Handshakes(); n != 3 {
 		t.Errorf("upstream saw %d handshakes, want 3: refused handshakes must not dial", n)
 	}
@@ -73,7 +74,13 @@ func TestForwardPathEndToEnd(t *testing.T) {
 	if err == nil || ref.status != http.StatusBadRequest {
 		t.Fatalf("app climbing above the base path: %v, status %d; want 400", err, ref.status)
 	}
-	m.await(t, "rejected "+proxy.RejectPath, 1)
+	m.await(t, "rejected "+labels.RejectPath, 1)
+	// A server that strips ";" path parameters reads "..;" as "..".
+	_, ref, err = tryDialApp(t, e.wsURL()+"v1/feed/..;/..;/admin", appOptions{})
+	if err == nil || ref.status != http.StatusBadRequest {
+		t.Fatalf("app climbing with ..; segments: %v, status %d; want 400", err, ref.status)
+	}
+	m.await(t, "rejected "+labels.RejectPath, 2)
 	if n := up.srv.Handshakes(); n != 2 {
 		t.Errorf("upstream saw %d handshakes, want 2: a refused path must not dial", n)
 	}

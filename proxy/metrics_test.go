@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
@@ -63,6 +64,7 @@ func (c *counts) Message(d, l string)        { c.add("message "+d, 1); c.add("me
 func (c *counts) AppDropped(r string)        { c.add("app dropped "+r, 1) }
 func (c *counts) DroppedFromOutbox(n int)    { c.add("outbox dropped", n) }
 func (c *counts) HandshakeRejected(r string) { c.add("rejected "+r, 1) }
+func (c *counts) SSEResumed(o string)        { c.add("sse resume "+o, 1) }
 func (c *counts) DrainStarted()              { c.add("drain started", 1) }
 func (c *counts) Replayed(n int)             { c.add("replayed", n) }
 func (c *counts) DuplicateDropped()          { c.add("duplicate", 1) }
@@ -104,8 +106,8 @@ func TestMetricsSessionsAndMessages(t *testing.T) {
 	if got := a.next(t); string(got.data) != "two" {
 		t.Fatalf("app got %q, want the echo of two", got.data)
 	}
-	m.await(t, "message "+proxy.DirectionAppToUpstream, 2)
-	m.await(t, "message "+proxy.DirectionUpstreamToApp, 2)
+	m.await(t, "message "+labels.DirectionAppToUpstream, 2)
+	m.await(t, "message "+labels.DirectionUpstreamToApp, 2)
 
 	a.closeNormally(t)
 	m.await(t, "session ended", 1)
@@ -128,18 +130,18 @@ func TestMetricsHandshakeRejections(t *testing.T) {
 	if _, ref, err := tryDialApp(t, e.url, appOptions{}); err == nil || ref.status != http.StatusServiceUnavailable {
 		t.Fatalf("second app: %v (status %d), want 503", err, ref.status)
 	}
-	m.await(t, "rejected "+proxy.RejectMaxSessions, 1)
+	m.await(t, "rejected "+labels.RejectMaxSessions, 1)
 
 	addr := e.url[len("ws://") : len(e.url)-1]
 	plainHTTP(t, addr)
-	m.await(t, "rejected "+proxy.RejectBadRequest, 1)
+	m.await(t, "rejected "+labels.RejectBadRequest, 1)
 
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = nc.Close() // gone before sending a request
-	m.await(t, "rejected "+proxy.RejectAborted, 1)
+	m.await(t, "rejected "+labels.RejectAborted, 1)
 
 	gone := newUpstream(t, upstreamConfig{refuse: func(int) (int, http.Header) { return http.StatusNotFound, nil }})
 	m2 := newCounts()
@@ -147,9 +149,9 @@ func TestMetricsHandshakeRejections(t *testing.T) {
 	if _, ref, err := tryDialApp(t, e2.url, appOptions{}); err == nil || ref.status != http.StatusBadGateway {
 		t.Fatalf("app behind a 404 upstream: %v (status %d), want 502", err, ref.status)
 	}
-	m2.await(t, "rejected "+proxy.RejectUpstreamPermanent, 1)
+	m2.await(t, "rejected "+labels.RejectUpstreamPermanent, 1)
 	m2.await(t, "session ended", 1) // admitted, then let go
-	if n := m.get("rejected " + proxy.RejectUpstreamPermanent); n != 0 {
+	if n := m.get("rejected " + labels.RejectUpstreamPermanent); n != 0 {
 		t.Errorf("first server counted %d upstream_permanent rejections, want 0", n)
 	}
 }
@@ -254,5 +256,35 @@ func TestMetricsDrain(t *testing.T) {
 	}
 	if fields["sessions"] != int64(1) {
 		t.Errorf("drain finished with sessions=%v, want 1", fields["sessions"])
+	}
+}
+
+// What the app queued while the upstream was down and never reached an
+// upstream connection, because the app left first, is counted and logged as
+// dropped, not discarded in silence.
+func TestUnsentOutboxCounted(t *testing.T) {
+	const sent = 3
+	var down atomic.Bool
+	down.Store(true)
+	up := newUpstream(t, upstreamConfig{refuse: refuseWhile(&down)})
+	m := newCounts()
+	core, logs := observer.New(zapcore.WarnLevel)
+	e := newTether(t, up.srv.URL(), func(o *proxy.Options) {
+		o.Metrics = m
+		o.Logger = zap.New(core)
+	})
+	a := dialApp(t, e.url, appOptions{})
+	for i := range sent {
+		a.sendText(t, fmt.Sprintf("m%d", i))
+	}
+	a.ping(t, "all queued")
+	a.closeNormally(t)
+	m.await(t, "session ended", 1)
+	if n := m.get("app dropped " + labels.DropUnsent); n != sent {
+		t.Errorf("%d unsent messages counted, want %d", n, sent)
+	}
+	found := logs.FilterMessage("app left with messages never sent upstream, dropped").All()
+	if len(found) != 1 || found[0].ContextMap()["messages"] != int64(sent) {
+		t.Errorf("log lines %v, want one naming %d messages", found, sent)
 	}
 }

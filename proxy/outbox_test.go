@@ -9,12 +9,14 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/protocol"
 	"github.com/tetherproxy/tether/proxy"
+	"github.com/tetherproxy/tether/upstream"
 )
 
 // With the upstream down (every handshake refused with 503), app messages
 // queue up to TETHER_OUTBOX_MAX_MESSAGES, and the overflow policy decides
-// what happens beyond (DESIGN.md "Outbox and acknowledgements").
+// what happens beyond (docs/design.md "Outbox and acknowledgements").
 func TestOutboxOverflow(t *testing.T) {
 	const capMessages, sent = 4, 10
 	tests := []struct {
@@ -147,4 +149,33 @@ func TestNoMessageStrandedAcrossRestore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// After a reconnect, a message sent before the loss and never acknowledged
+// is re-sent before what the app queued during the outage: nothing the app
+// sent later overtakes it (docs/design.md "Restore order"). The outbox used
+// to go first, so the upstream read m2 before the re-send of m1.
+func TestUnacknowledgedResentBeforeOutbox(t *testing.T) {
+	var down atomic.Bool
+	up := newUpstream(t, upstreamConfig{refuse: refuseWhile(&down)})
+	e := newTether(t, up.srv.URL(), func(o *proxy.Options) {
+		o.Rules = protocol.Rules{AckIDPath: mustPath(t, "id"), AckMatch: mustMatch(t, `{"t":"ack"}`)}
+	})
+	a := dialApp(t, e.url, appOptions{})
+	c := up.nextConn(t)
+	a.sendText(t, msgText("m1"))
+	up.expectFromApp(t, c.N(), ws.OpText, msgText("m1")) // and never acknowledged
+
+	down.Store(true)
+	_ = c.Reset()
+	e.states.await(t, upstream.StateLost)
+	a.sendText(t, msgText("m2"))
+	// tether reads the app in order: its pong proves m2 went into the
+	// outbox while the upstream refused every handshake.
+	a.ping(t, "m2 queued")
+	down.Store(false)
+
+	c = up.nextConn(t)
+	up.expectFromApp(t, c.N(), ws.OpText, msgText("m1"))
+	up.expectFromApp(t, c.N(), ws.OpText, msgText("m2"))
 }

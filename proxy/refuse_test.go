@@ -1,11 +1,16 @@
 package proxy_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 
@@ -75,7 +80,7 @@ func TestAcceptedAfterAcceptWait(t *testing.T) {
 }
 
 // An upstream that refuses the credentials every time: after AuthFailuresMax
-// consecutive 401s the app is closed with 1008 and the reason DESIGN.md fixes.
+// consecutive 401s the app is closed with 1008 and the reason docs/design.md fixes.
 func TestAuthFailuresCloseApp(t *testing.T) {
 	const maxFailures = 3
 	up := newUpstream(t, upstreamConfig{refuse: func(int) (int, http.Header) {
@@ -93,7 +98,9 @@ func TestAuthFailuresCloseApp(t *testing.T) {
 }
 
 // A permanent close code from the upstream reaches the app unchanged, and
-// tether does not reconnect.
+// tether does not reconnect. No heartbeat: a pong later than PingTimeout on
+// a loaded machine would end the first connection before the app's message
+// reached it, and the second connection would close with 1008 instead.
 func TestPermanentCloseCodePassedToApp(t *testing.T) {
 	up := newUpstream(t, upstreamConfig{onConn: func(u *upstreamEnv, c *upstreamtest.Conn) {
 		// Refuse the first thing the app says.
@@ -101,7 +108,7 @@ func TestPermanentCloseCodePassedToApp(t *testing.T) {
 			_ = c.CloseWith(1008, "bad request")
 		}
 	}})
-	e := newTether(t, up.srv.URL(), nil)
+	e := newTether(t, up.srv.URL(), noHeartbeat)
 	a := dialApp(t, e.url, appOptions{})
 	a.sendText(t, "something the server dislikes")
 	a.expectClosed(t, testTimeout, ws.StatusPolicyViolation, "bad request")
@@ -158,5 +165,49 @@ func TestTransientFirstDialAcceptsApp(t *testing.T) {
 			up.expectFromApp(t, c.N(), ws.OpText, "hi")
 			a.expectOpen(t)
 		})
+	}
+}
+
+// rawUpstream answers every connection's first request with answer, as is,
+// then closes it: an upstream no test server would be (a reason phrase of
+// any length and content).
+func rawUpstream(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = nc.SetDeadline(time.Now().Add(testTimeout))
+			_, _ = http.ReadRequest(bufio.NewReader(nc))
+			_, _ = io.WriteString(nc, answer)
+			_ = nc.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	return "ws://" + ln.Addr().String() + "/"
+}
+
+// The 502 body is cut to its bound at a character boundary: an upstream's
+// reason in any language stays valid UTF-8 under charset=utf-8.
+func TestRefusalBodyCutAtRuneBoundary(t *testing.T) {
+	reason := strings.Repeat("é", 200) // 400 bytes: longer than the body's bound
+	url := rawUpstream(t, "HTTP/1.1 404 "+reason+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	e := newTether(t, url, nil)
+	_, ref, err := tryDialApp(t, e.url, appOptions{})
+	if err == nil || ref.status != http.StatusBadGateway {
+		t.Fatalf("app handshake: %v, status %d; want 502", err, ref.status)
+	}
+	body := strings.TrimSuffix(ref.body, "\n")
+	if !utf8.ValidString(body) || len(body) > 300 || !strings.Contains(body, "éé") {
+		t.Errorf("502 body (%d bytes) %q, want at most 300 bytes of valid UTF-8 quoting the reason", len(body), body)
 	}
 }

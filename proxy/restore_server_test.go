@@ -18,7 +18,7 @@ import (
 // across connections: login and subscriptions belong to the socket and are
 // forgotten on every new one. It speaks two dialects at once:
 //
-//   - DESIGN.md's worked example: {"t":"sub","channel":c}, {"t":"unsub",…},
+//   - docs/design.md's worked example: {"t":"sub","channel":c}, {"t":"unsub",…},
 //     {"t":"msg","id":x} answered by {"t":"ack","id":x};
 //   - Binance style: {"method":"SUBSCRIBE","params":[c],"id":n} answered by
 //     {"result":null,"id":n}, and a login {"op":"login","id":n} answered by

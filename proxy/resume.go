@@ -5,43 +5,27 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tetherproxy/tether/internal/template"
 	"github.com/tetherproxy/tether/upstream"
 )
 
 // restoreResume sends TETHER_RESUME_MESSAGE after the login: the server is
 // asked for everything after the last number delivered in each stream, so
 // its replay fills what the outage cost before anything else arrives
-// (DESIGN.md "Restoring the application", step 2). When there is nothing
-// to resume (seqState.resumeData), nothing is sent.
-//
-// A message that fails to render is logged and left out rather than failing
-// the attempt: rendering would fail on every connection, and the gap
-// timeout and HTTP catch-up still protect the stream.
+// (docs/design.md "Restoring the application", step 2). The Sequencer
+// renders the messages and remembers which streams were asked for on c
+// (sequence.Sequencer.ResumeMessages); when there is nothing to resume,
+// nothing is sent.
 func (sess *Session) restoreResume(ctx context.Context, c *upstream.Conn, r *restoreRun) error {
-	rs := &sess.srv.rules.seq
-	if !rs.on || !rs.ResumeMessage.IsSet() {
+	if sess.seq == nil {
 		return nil
 	}
-	sess.mu.Lock()
-	data := sess.seq.resumeData(c.Gen(), rs)
-	sess.mu.Unlock()
-	for _, d := range data {
-		msg, err := rs.ResumeMessage.Render(d)
-		if err != nil {
-			sess.log.Error("resume message not rendered, not sent", zap.Uint64("gen", c.Gen()),
-				streamField(d.Stream), zap.Error(err))
-			continue
-		}
-		if err := c.SendText(ctx, msg); err != nil {
+	for _, m := range sess.seq.ResumeMessages(c.Gen()) {
+		if err := c.SendText(ctx, m.Message); err != nil {
 			return err
 		}
 		r.resumed++
-		sess.logResume(c, d)
+		sess.log.Debug("resume sent", zap.Uint64("gen", c.Gen()), zap.String("stream", m.Stream),
+			zap.Int64("last_seq", m.LastSeq))
 	}
 	return nil
-}
-
-func (sess *Session) logResume(c *upstream.Conn, d template.Resume) {
-	sess.log.Debug("resume sent", zap.Uint64("gen", c.Gen()), streamField(d.Stream), zap.Int64("last_seq", d.LastSeq))
 }

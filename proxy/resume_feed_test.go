@@ -11,7 +11,7 @@ import (
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
 
-// resumeFeed is the upstream of DESIGN.md's worked example: it numbers every
+// resumeFeed is the upstream of docs/design.md's worked example: it numbers every
 // event of a session and keeps the last keep of them. A connection speaks
 // first: {"t":"resume","session":S,"after":N} is answered with
 // {"t":"welcome","session":S,"seq":N,"resync":false} and the events after N,
@@ -250,8 +250,9 @@ func (f *resumeFeed) take(t *testing.T) (c *upstreamtest.Conn, head int64) {
 type feedFault struct {
 	name  string
 	apply func(t *testing.T, f *resumeFeed)
-	// bound is the longest the app may wait from the fault to being caught
-	// up, from the configuration in harness_test.go.
+	// bound is the longest from the fault to the server answering the
+	// resume on the next connection, from the configuration in
+	// harness_test.go.
 	bound time.Duration
 }
 
@@ -267,7 +268,9 @@ var (
 		f.mu.Unlock()
 		c.IgnorePings(true)
 		c.Stall()
-	}, pingInterval + pingTimeout + backoffCap + slack}
+		// Two heartbeat cycles: the verdict is put off while tether's own
+		// wake-ups come late (checkHeartbeat).
+	}, 2*(pingInterval+pingTimeout) + backoffCap + slack}
 	faultRestart = feedFault{"restart 1012", func(t *testing.T, f *resumeFeed) {
 		c, _ := f.take(t)
 		_ = c.CloseWith(1012, "service restart")

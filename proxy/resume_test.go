@@ -22,23 +22,23 @@ func mustResume(t *testing.T, text string) template.ResumeMessage {
 	return m
 }
 
-// resumeExample is DESIGN.md's worked example configuration.
+// resumeExample is docs/design.md's worked example configuration.
 func resumeExample(t *testing.T, m proxy.Metrics) func(*proxy.Options) {
 	return func(o *proxy.Options) {
 		welcome := mustMatch(t, `{"t":"welcome"}`)
 		o.Metrics = m
-		o.Upstream.Confirm = welcome.Match
+		o.Rules.ConfirmMatch = welcome
 		o.Rules.SubscribeMatch = mustMatch(t, `{"t":"sub"}`)
 		o.Rules.UnsubscribeMatch = mustMatch(t, `{"t":"unsub"}`)
 		o.Rules.SubscriptionKey = mustPath(t, "channel")
 		o.Rules.HideOnReconnectMatch = welcome
-		o.Rules.Sequences = proxy.Sequences{
-			SessionMatch:  welcome,
-			SessionPath:   mustPath(t, "session"),
+		o.Rules.SessionMatch = welcome
+		o.Rules.SessionPath = mustPath(t, "session")
+		o.Rules.SeqPath = mustPath(t, "seq")
+		o.Rules.ResyncMatch = mustMatch(t, `{"t":"welcome","resync":true}`)
+		o.Rules.ResyncSeqPath = mustPath(t, "seq")
+		o.Sequences = proxy.Sequences{
 			ResumeMessage: mustResume(t, `{"t":"resume","session":{{json .Session}},"after":{{.LastSeq}}}`),
-			SeqPath:       mustPath(t, "seq"),
-			ResyncMatch:   mustMatch(t, `{"t":"welcome","resync":true}`),
-			ResyncSeqPath: mustPath(t, "seq"),
 			GapTimeout:    2 * time.Second,
 		}
 	}
@@ -47,7 +47,11 @@ func resumeExample(t *testing.T, m proxy.Metrics) func(*proxy.Options) {
 // The resume protocol end to end: across resets, half-open stalls and
 // restarts during a steady stream, the app sees one welcome and every
 // event once, in order; each reconnect is one recovery by resume, and the
-// app is caught up within the bound the configuration gives each fault.
+// resume is answered within the bound the configuration gives each fault.
+// How long the app then takes to hold the events the outage cost (hundreds
+// after a restart, at one per millisecond) is the machine's speed, which
+// the configuration does not bound: it is logged, and TestResumeCatchUpTime
+// measures it.
 // With greetFirst the server welcomes every new connection with a fresh
 // session before the resume arrives, and the resume must still name the
 // app's session.
@@ -73,8 +77,9 @@ func TestResumeProtocolAcrossFaults(t *testing.T) {
 				if r.resync {
 					t.Fatalf("%s: the feed answered with a snapshot although its buffer holds 5000 events", f.name)
 				}
+				within(t, f.name+": resume answered", r.at.Sub(start), 0, f.bound)
 				v.until(t, a, r.head)
-				within(t, f.name+": app caught up", time.Since(start), 0, f.bound)
+				t.Logf("%s: resume answered after %v, app caught up after %v", f.name, r.at.Sub(start), time.Since(start))
 				v.until(t, a, r.head+20)
 			}
 			a.expectOpen(t)

@@ -14,13 +14,20 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/browser"
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/forwardpath"
+	"github.com/tetherproxy/tether/internal/labels"
+	"github.com/tetherproxy/tether/internal/protocol"
+	"github.com/tetherproxy/tether/internal/transport"
 	"github.com/tetherproxy/tether/upstream"
 )
 
 // Options configures a Server. Fields follow the TETHER_* variables.
 type Options struct {
 	// Upstream is the template for every session's upstream client; Handler,
-	// Protocols and Logger are set per session.
+	// Protocols and Logger are set per session, Confirm and HeartbeatReply
+	// are the protocol's (Rules.ConfirmMatch, Rules.HeartbeatReplyMatch).
 	Upstream upstream.Options
 
 	AcceptWait            time.Duration // how long an app handshake waits for the first dial
@@ -32,12 +39,28 @@ type Options struct {
 	DownstreamBufferBytes int64 // bytes queued towards the app before upstream reads pause
 	HandshakeTimeout      time.Duration
 	Logger                *zap.Logger
-	Rules                 Rules   // restoring the app on new connections (rules.go)
-	Metrics               Metrics // nil: nothing is counted
+	// Rules are the TETHER_* message rules (internal/protocol's Rules): the
+	// configuration of the rules protocol, which restores the app on every
+	// new upstream connection (docs/design.md "Restoring the application, not
+	// just the transport"). The zero Rules never look inside a message.
+	Rules protocol.Rules
+	// Protocol reads the app's and the upstream's messages for every
+	// session. nil: the rules protocol of Rules. When set, what its
+	// messages carry is its own to say.
+	Protocol protocol.Protocol
+	// Sequences is the sequencing policy (sequence.go), for the rules
+	// protocol and Protocol alike.
+	Sequences Sequences
+	Metrics   Metrics // nil: nothing is counted
+	// Budget is the memory budget (TETHER_MEMORY_LIMIT) every session's
+	// queues towards its app count on, each session with an account of its
+	// own: a session holding more than its share pauses its upstream reads
+	// while the budget is full. nil: only each queue's own bound applies.
+	Budget *budget.Budget
 
 	// AllowedOrigins are the Origin header values an app's handshake may
 	// carry (TETHER_ALLOWED_ORIGINS), each scheme://host[:port], compared
-	// after NormalizeOrigin; AnyOrigin allows any. A handshake without Origin
+	// after browser.NormalizeOrigin (internal/browser); AnyOrigin allows any. A handshake without Origin
 	// (a native app) is always accepted; one with another Origin (a web page)
 	// is refused with 403. None by default: pages on localhost are foreign too.
 	AllowedOrigins []string
@@ -55,7 +78,7 @@ type Options struct {
 	// holding CR or LF (TETHER_TCP_NEWLINE): space by default.
 	TCPNewline NewlinePolicy
 	// ForwardPath joins each WebSocket app's request path and query onto
-	// Upstream.URL (TETHER_FORWARD_PATH, rules in forward.go); a path that
+	// Upstream.URL (TETHER_FORWARD_PATH, rules in internal/forwardpath); a path that
 	// cannot be joined is refused with 400. tcp:// apps have no path, and an
 	// sse:// listener serves one fixed path.
 	ForwardPath bool
@@ -68,10 +91,13 @@ type Options struct {
 	SSELinger time.Duration
 }
 
+// AnyOrigin, alone in Options.AllowedOrigins, accepts every Origin.
+const AnyOrigin = browser.AnyOrigin
+
 // DefaultSSEKeepAlive is how long an sse:// stream may stay silent before
 // tether writes a keep-alive comment, when the upstream heartbeat is off
 // (Upstream.PingInterval 0); otherwise the heartbeat's interval is used.
-const DefaultSSEKeepAlive = 15 * time.Second
+const DefaultSSEKeepAlive = transport.DefaultSSEKeepAlive
 
 // DefaultHandshakeTimeout bounds reading an app's handshake request, so a client
 // that opens a socket and sends nothing (slowloris) does not hold a slot.
@@ -85,8 +111,8 @@ type Server struct {
 	ctx    context.Context // parent of every session; cancelled when Shutdown gives up
 	cancel context.CancelFunc
 	nextID atomic.Uint64
-	rules  ruleSet       // Options.Rules, compiled
-	guard  *browserGuard // Options.AllowedOrigins and AllowedHosts, compiled
+	rules  ruleSet        // Options.Protocol or Options.Rules, compiled
+	guard  *browser.Guard // Options.AllowedOrigins and AllowedHosts, compiled
 	// forwardBase is Upstream.URL parsed, with Options.ForwardPath; nil
 	// without: every session dials the URL as configured.
 	forwardBase *url.URL
@@ -102,7 +128,10 @@ type Server struct {
 	sessions  map[*Session]struct{}
 	sseTokens map[string]*Session // sse:// sessions by token, lingering ones included
 	draining  bool
-	wg        sync.WaitGroup // accept loops and connection handlers
+	// drainStarted is closed when the drain starts: a handshake waiting
+	// for its first dial stops waiting (firstDial) and is refused with 503.
+	drainStarted chan struct{}
+	wg           sync.WaitGroup // accept loops and connection handlers
 }
 
 // New returns a Server; it listens only when Serve is called.
@@ -116,16 +145,20 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxSessions <= 0 {
 		return nil, errors.New("proxy: MaxSessions must be > 0")
 	}
+	if opts.Upstream.Confirm != nil || opts.Upstream.HeartbeatReply != nil {
+		// The protocol reads messages, the upstream client only asks it.
+		return nil, errors.New("proxy: Upstream.Confirm and HeartbeatReply come from the protocol: set Rules.ConfirmMatch and Rules.HeartbeatReplyMatch")
+	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	guard, err := newBrowserGuard(opts.AllowedOrigins, opts.AllowedHosts)
+	guard, err := browser.NewGuard(opts.AllowedOrigins, opts.AllowedHosts)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	var base *url.URL
 	if opts.ForwardPath {
-		if base, err = parseForwardBase(opts.Upstream.URL); err != nil {
+		if base, err = forwardpath.ParseBase(opts.Upstream.URL); err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
 	}
@@ -138,13 +171,15 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: newRuleSet(opts.Rules), guard: guard,
+		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: newRuleSet(opts.Protocol, opts.Rules, opts.Sequences), guard: guard,
 		forwardBase: base,
 		sseJSON:     sseJSONUpstream(opts.Upstream),
 		readOnly:    readOnlyUpstream(opts.Upstream),
 		listeners:   map[net.Listener]struct{}{},
 		sessions:    map[*Session]struct{}{},
 		sseTokens:   map[string]*Session{},
+
+		drainStarted: make(chan struct{}),
 	}, nil
 }
 
@@ -288,14 +323,17 @@ func (s *Server) register(sess *Session) (string, error) {
 	defer s.mu.Unlock()
 	switch {
 	case s.draining:
-		return RejectDraining, ws.RejectConnectionError(ws.RejectionStatus(503), ws.RejectionReason("tether is shutting down"))
+		return labels.RejectDraining, errDrainingRefusal
 	case len(s.sessions) >= s.opts.MaxSessions:
-		return RejectMaxSessions, ws.RejectConnectionError(ws.RejectionStatus(503),
+		return labels.RejectMaxSessions, ws.RejectConnectionError(ws.RejectionStatus(503),
 			ws.RejectionReason(fmt.Sprintf("too many sessions (TETHER_MAX_SESSIONS=%d)", s.opts.MaxSessions)))
 	}
 	s.sessions[sess] = struct{}{}
 	return "", nil
 }
+
+// errDrainingRefusal answers a handshake during the drain.
+var errDrainingRefusal = ws.RejectConnectionError(ws.RejectionStatus(503), ws.RejectionReason("tether is shutting down"))
 
 // forget unregisters a session; a second call for the same one does nothing.
 func (s *Server) forget(sess *Session) {
@@ -303,6 +341,9 @@ func (s *Server) forget(sess *Session) {
 	_, known := s.sessions[sess]
 	delete(s.sessions, sess)
 	s.mu.Unlock()
+	if sess.acct != nil {
+		sess.acct.Close() // what its queues still hold goes with it
+	}
 	if known {
 		s.opts.Metrics.SessionEnded(string(sess.kind))
 	}
@@ -318,6 +359,9 @@ func (s *Server) forget(sess *Session) {
 func (s *Server) Shutdown(ctx context.Context, drain time.Duration) error {
 	start := time.Now()
 	s.mu.Lock()
+	if !s.draining {
+		close(s.drainStarted)
+	}
 	s.draining = true
 	for ln := range s.listeners {
 		_ = ln.Close()

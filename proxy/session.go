@@ -4,17 +4,24 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/gobwas/ws"
 	"go.uber.org/zap"
 
 	"github.com/tetherproxy/tether/buffer"
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/labels"
+	"github.com/tetherproxy/tether/internal/protocol"
+	"github.com/tetherproxy/tether/internal/sendq"
+	"github.com/tetherproxy/tether/internal/sequence"
+	"github.com/tetherproxy/tether/internal/transport"
 	"github.com/tetherproxy/tether/internal/wsconn"
 	"github.com/tetherproxy/tether/upstream"
 )
 
-// Session is one app connection and the logical upstream stream serving it. It
-// implements upstream.Handler.
+// Session is one app connection and the logical upstream stream serving it.
+// Its upstream client reaches it through upstreamHandler.
 type Session struct {
 	id   uint64
 	srv  *Server
@@ -30,30 +37,70 @@ type Session struct {
 	admitted            bool     // counted against MaxSessions
 	client              *upstream.Client
 	app                 appConn
-	sse                 *sseApp       // app, for an sse:// app; nil for the others
-	appReady            chan struct{} // closed once app is set
+	sse                 *transport.SSEApp // app, for an sse:// app; nil for the others
+	appReady            chan struct{}     // closed once app is set
+	// acct is the session's account on Options.Budget, which its app
+	// socket's queue counts on; nil without a budget. Closed by forget.
+	acct *budget.Account
 
-	mu      sync.Mutex
-	live    *upstream.Conn // restored connection taking direct sends; nil while down
-	outbox  *buffer.Outbox
-	restore restoreState // login, subscriptions, acks and replies (state.go)
-	seq     seqState     // sequence numbers, gaps, resume (seqstate.go); its turn is taken before mu
+	// seq sequences upstream messages (internal/sequence); nil when
+	// sequencing is off. It has its own locks: the session never
+	// holds mu while calling it.
+	seq *sequence.Sequencer
+	// out holds upstream messages on their way to the app (handler.go):
+	// the upstream reader's, or the holder's of seq's delivery turn.
+	out appOut
 
-	appProtocol   string // subprotocol the app was accepted with
-	protocolKnown bool   // appProtocol is set
+	mu     sync.Mutex
+	live   *upstream.Conn  // restored connection taking direct sends; nil while down
+	outbox *buffer.Outbox  // app messages waiting for a live connection
+	state  *protocol.State // login, subscriptions, acks and replies, as the protocol read them
+	// snapped is the connection whose restore has taken its snapshot of the
+	// login and the replay log, until it goes live or is lost. App logins
+	// and (un)subscriptions arriving meanwhile are missing from that
+	// snapshot, so they are also queued, as copies the next snapshot
+	// discards. epoch counts snapshots: a message remembered in an older
+	// epoch is in the current connection's snapshot already, and is neither
+	// sent nor queued again.
+	snapped *upstream.Conn
+	epoch   uint64
 
-	readOnlyWarned bool // an app message was dropped for an SSE upstream (the reader only)
+	subprotocol appSubprotocol // the one the app was accepted with
+
+	readOnly readOnlyDrops // app messages an SSE upstream cannot take (the reader only)
+
+	// The upstream reader's Framer (Capabilities.Framing) and the
+	// connection it frames; only the reader of that connection uses it.
+	upFramer    protocol.Framer
+	upFramerGen uint64
+
+	started time.Time
+	tally   sequence.Tally // the sequencing's counts for Status, passed on to the Server's Metrics
+
+	beat *beater // the protocol's keepalive beats toward the app (keepalive.go)
 }
 
 // appConn is the app's socket as a Session uses it: a *wsconn.Conn for a
-// WebSocket app (ws and unix listeners), a *lineConn for a tcp:// app, an
-// *sseApp for an sse:// app (which outlives the app's HTTP requests).
-// ReadMessage is called by the session's reader only; the other methods are
-// safe for concurrent use. Send copies p (the caller may reuse it) and
-// blocks while the app's queue is full: the back-pressure on upstream reads.
+// WebSocket app (ws and unix listeners), a *transport.LineConn for a tcp://
+// app, a *transport.SSEApp for an sse:// app (which outlives the app's HTTP
+// requests). ReadMessage is called by the session's reader only; Append by
+// the holder of the session's batch (the delivery turn, appOut); the other
+// methods are safe for concurrent use.
+//
+// Upstream messages reach the app in batches (handler.go): Append encodes a
+// message into a sendq.Batch for this socket, copying p, and SendBatch
+// queues the batch, blocking while the app's queue is full: the
+// back-pressure on upstream reads. SendBatch returns how many of the
+// batch's messages it queued: all, or with an error those before it (a
+// WebSocket or tcp:// app queues a batch whole; an sse:// app event by
+// event). Send queues one message on its own, for what tether writes on
+// its own behalf outside the delivery turn (keepalive.go); it copies p and
+// blocks as SendBatch does.
 type appConn interface {
-	Send(ctx context.Context, op ws.OpCode, p []byte) error
 	ReadMessage() (ws.OpCode, []byte, error)
+	Send(ctx context.Context, op ws.OpCode, p []byte) error
+	Append(b *sendq.Batch, op ws.OpCode, p []byte)
+	SendBatch(ctx context.Context, b *sendq.Batch) (int, error)
 	Close(code ws.StatusCode, reason string)
 	Abort()
 	Done() <-chan struct{}
@@ -65,8 +112,21 @@ func (s *Server) newSession(kind ListenerKind) *Session {
 	ctx, cancel := context.WithCancel(s.ctx)
 	// Queued and unacknowledged messages share the outbox caps; the replay
 	// log has caps of the same size, counted separately.
-	budget := buffer.NewBudget(s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes)
-	st := newRestoreState(&s.rules, s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes, budget, s.opts.OutboxOverflow)
+	caps := buffer.NewBudget(s.opts.OutboxMaxMessages, s.opts.OutboxMaxBytes)
+	limits := protocol.Limits{
+		MaxMessages: s.opts.OutboxMaxMessages, MaxBytes: s.opts.OutboxMaxBytes,
+		Budget: caps, Overflow: s.opts.OutboxOverflow,
+	}
+	var acct *budget.Account
+	if s.opts.Budget != nil {
+		// The session's queues towards its app, its outbox, its messages
+		// awaiting acknowledgement, its replay log and (newSequencer) its
+		// held messages count on one account.
+		acct = s.opts.Budget.Open()
+		caps.SetMeter(acct)
+		limits.Meter = acct
+	}
+	st := protocol.NewState(s.rules.caps, limits)
 	sess := &Session{
 		id:       id,
 		srv:      s,
@@ -75,11 +135,15 @@ func (s *Server) newSession(kind ListenerKind) *Session {
 		ctx:      ctx,
 		cancel:   cancel,
 		appReady: make(chan struct{}),
-		outbox:   buffer.NewSharedOutbox(budget, st.pending, s.opts.OutboxOverflow),
-		restore:  st,
+		beat:     newBeater(s.rules.caps.Keepalive),
+		outbox:   buffer.NewSharedOutbox(caps, st.Pending(), s.opts.OutboxOverflow),
+		state:    st,
+		started:  time.Now(),
+		tally:    sequence.Tally{Metrics: s.opts.Metrics},
+		acct:     acct,
 	}
 	if s.rules.seq.on {
-		sess.seq.init(s.rules.seq.HoldMaxBytes)
+		sess.seq = sess.newSequencer()
 	}
 	return sess
 }
@@ -91,9 +155,15 @@ func (sess *Session) startClient() {
 		opts.URL = sess.upstreamURL
 	}
 	opts.LastEventID = sess.upstreamLastEventID
-	opts.Handler = sess
+	opts.Handler = upstreamHandler{sess}
+	opts.Confirm, opts.HeartbeatReply = sess.srv.rules.caps.Confirm, sess.srv.rules.caps.HeartbeatReply
+	// A protocol with a login gets the heartbeat message only after it
+	// (restore.go, fromApp).
+	opts.HeartbeatAfterLogin = sess.srv.opts.Protocol != nil || sess.srv.opts.Rules.AuthMatch != nil
 	opts.Protocols = sess.protocols
+	opts.Account = sess.acct // the queue towards the upstream, and reassembly
 	opts.Logger = sess.log.Named("upstream")
+	opts.Stopped = sess.upstreamStopped
 	c, err := upstream.New(opts)
 	if err != nil {
 		// Options are validated at start-up; reaching this is a programming error.
@@ -104,38 +174,75 @@ func (sess *Session) startClient() {
 }
 
 // serve runs the session after a successful handshake: the calling goroutine
-// reads the app, a second one watches the upstream client. When either side
-// ends, the other is closed, and serve returns once both have.
+// reads the app. The upstream client closes the app when it gives up
+// (upstreamStopped, called from its own goroutine), so an idle session
+// keeps no goroutine of its own waiting for that; only a protocol with
+// keepalive beats has one, sending them. When the app leaves, serve stops
+// the client and returns once the client and the beats have.
 func (sess *Session) serve() {
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		sess.watchUpstream()
-	}()
+	beating := make(chan struct{})
+	if sess.beat.on() {
+		go func() {
+			defer close(beating)
+			sess.beat.run(sess.ctx, sess.client.Done(), sess.isLive, sess.toApp) // until the client stops or the session ends
+		}()
+	} else {
+		close(beating)
+	}
+	// Shutdown gave up waiting: cut the app at once instead of waiting out
+	// its closing handshake. The function runs when the session's context
+	// ends, which serve's own cancel below makes certain.
+	cut := make(chan struct{})
+	context.AfterFunc(sess.ctx, func() {
+		defer close(cut)
+		if sess.srv.ctx.Err() != nil {
+			sess.app.Abort()
+		}
+	})
 	sess.readApp()
 	sess.cancel()
 	sess.client.Close() // closes the live upstream connection with 1000
-	sess.stopSequencing()
-	<-watched
+	if sess.seq != nil {
+		// The upstream reader is gone: stop the gap timers and catch-ups,
+		// and wait for those under way.
+		sess.seq.Stop()
+	}
+	<-beating
+	<-cut
+	sess.reportUnsent()
 	sess.app.Close(ws.StatusNormalClosure, "")
 	<-sess.app.Done()
 }
 
-// watchUpstream closes the app when the upstream client gives up, with the code
-// that tells the app why (DESIGN.md "Close codes", "HTTP status on handshake").
-func (sess *Session) watchUpstream() {
-	select {
-	case <-sess.client.Done():
-	case <-sess.ctx.Done():
-	}
-	if sess.srv.ctx.Err() != nil {
-		// Shutdown gave up waiting: cut the app now instead of waiting out
-		// its closing handshake (the client has stopped with Err nil).
-		sess.app.Abort()
+// reportUnsent logs and counts the app messages still in the outbox when the
+// session ends: the app left before any upstream connection took them
+// (docs/design.md "Outbox"). Nothing sends them afterwards.
+func (sess *Session) reportUnsent() {
+	sess.mu.Lock()
+	n, bytes := sess.outbox.Len(), sess.outbox.Bytes()
+	sess.mu.Unlock()
+	if n == 0 {
 		return
 	}
-	err := sess.client.Err()
+	for range n {
+		sess.srv.opts.Metrics.AppDropped(labels.DropUnsent)
+	}
+	sess.log.Warn("app left with messages never sent upstream, dropped", zap.Int("messages", n), zap.Int("bytes", bytes))
+}
+
+// upstreamStopped closes the app when the upstream client gives up, with the
+// code that tells the app why (docs/design.md "Close codes", "HTTP status on
+// handshake"). The client calls it from its goroutine as it stops
+// (upstream.Options.Stopped), err nil when the session stopped it. A client
+// that gives up while the app's handshake is still being answered waits for
+// the app socket, or for the session's end when the handshake fails.
+func (sess *Session) upstreamStopped(err error) {
 	if err == nil {
+		return
+	}
+	select {
+	case <-sess.appReady:
+	case <-sess.ctx.Done():
 		return
 	}
 	code, reason := appCloseFor(err)
@@ -146,9 +253,12 @@ func (sess *Session) watchUpstream() {
 // appCloseFor maps why the upstream client stopped to the app's close frame.
 func appCloseFor(err error) (ws.StatusCode, string) {
 	var ce *upstream.CloseError
+	var broken *upstream.BrokenCloseError
 	switch {
 	case errors.As(err, &ce):
 		return ws.StatusCode(ce.Code), ce.Reason
+	case errors.As(err, &broken):
+		return ws.StatusProtocolError, err.Error() // 1002, naming the problem and the code
 	case errors.Is(err, upstream.ErrAuthFailed):
 		return ws.StatusPolicyViolation, err.Error() // "upstream rejected credentials (HTTP 401)"
 	}
@@ -157,14 +267,22 @@ func appCloseFor(err error) (ws.StatusCode, string) {
 
 // readApp forwards app messages until the app closes or fails.
 func (sess *Session) readApp() {
+	var fr protocol.Framer
+	if split := sess.srv.rules.caps.Framing; split != nil {
+		fr = split()
+	}
 	for {
 		op, data, err := sess.app.ReadMessage()
 		if err != nil {
 			sess.logAppEnd(err)
 			return
 		}
-		sess.countMessage(DirectionAppToUpstream)
-		sess.fromApp(op, data)
+		sess.srv.countMessage(sess.kind, labels.DirectionAppToUpstream)
+		if fr == nil {
+			sess.fromApp(op, data)
+		} else if !sess.fromAppSplit(fr, op, data) {
+			return
+		}
 	}
 }
 
@@ -173,8 +291,8 @@ func (sess *Session) readApp() {
 func (sess *Session) logAppEnd(err error) {
 	var ce *wsconn.CloseError
 	var pe *wsconn.ProtocolError
-	var le *lineError
-	var cut *partialLineError
+	var le *transport.LineError
+	var cut *transport.PartialLineError
 	switch {
 	case errors.As(err, &ce):
 		sess.log.Info("app closed", zap.Int("close_code", int(ce.Code)), zap.String("close_reason", ce.Reason))
@@ -188,11 +306,11 @@ func (sess *Session) logAppEnd(err error) {
 		sess.log.Warn("tcp app broke the line rules, closing it (tcp:// has no close frame; a WebSocket app would get this code)",
 			zap.Int("close_code", int(le.Code)), zap.String("reason", le.Reason))
 	case errors.As(err, &cut):
-		sess.srv.opts.Metrics.AppDropped(DropUnterminated)
-		sess.log.Info("tcp app disconnected inside a line; the bytes after its last newline were not sent", zap.Int("bytes", cut.n))
-	case errors.Is(err, errSSELingerExpired):
+		sess.srv.opts.Metrics.AppDropped(labels.DropUnterminated)
+		sess.log.Info("tcp app disconnected inside a line; the bytes after its last newline were not sent", zap.Int("bytes", cut.Bytes))
+	case errors.Is(err, transport.ErrSSELingerExpired):
 		sess.log.Info("sse app did not reconnect in time, session ends", zap.Duration("linger", sess.srv.opts.SSELinger))
-	case errors.Is(err, errSSEClosed):
+	case errors.Is(err, transport.ErrSSEClosed):
 		sess.log.Debug("sse app's session closed by tether")
 	default:
 		sess.log.Info("app connection ended", zap.Error(err))
@@ -213,16 +331,22 @@ func (sess *Session) logAppEnd(err error) {
 // An SSE upstream takes no messages: they are dropped (sseupstream.go).
 func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 	if sess.srv.readOnly {
-		sess.dropReadOnly(len(data))
+		sess.readOnly.drop(sess.srv.opts.Metrics, sess.log, len(data))
 		return
 	}
-	m := &appMessage{op: op, data: data, class: sess.srv.rules.classifyApp(data)}
+	m := &appMessage{op: op, data: data}
+	if rs := &sess.srv.rules; rs.caps.ReadsApp {
+		m.class = rs.proto.App(data)
+	}
 	for {
 		live := sess.enqueueUnlessLive(m)
 		if live == nil {
 			return
 		}
 		err := live.Send(sess.ctx, op, data)
+		if err == nil && m.class.Kind == protocol.AppLogin {
+			live.LoggedIn() // queued behind the login: the heartbeat message may follow
+		}
 		if err == nil || sess.ctx.Err() != nil {
 			return
 		}
@@ -233,8 +357,11 @@ func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 			sess.live = nil
 		}
 		sess.mu.Unlock()
-		if m.class.ackID != "" {
+		if m.class.AckID != "" {
 			return // pending since the first try: the next restore re-sends it
+		}
+		if sess.srv.rules.answersKeepalive(m) {
+			return // recorded on live: its loss answers it (Lost)
 		}
 	}
 }
@@ -243,23 +370,56 @@ func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 // returns nil when there is none, applying the overflow policy. Every drop is
 // logged; under the close policy the app is closed with 1013.
 //
+// An app keepalive the protocol answers (Keepalive.Answer) is answered
+// with no live connection, and recorded as sent with one. An app message
+// settling an upstream message (protocol.App.DeliveryID) goes only to the
+// connection that delivered it; otherwise it is dropped.
+//
 // A login or (un)subscribe message is remembered first. With no live
 // connection it is queued only when a restore in progress has already taken
 // its snapshot; otherwise the next restore sends it. An acknowledged message
 // sent directly becomes pending, under the same caps.
 func (sess *Session) enqueueUnlessLive(m *appMessage) *upstream.Conn {
 	sess.mu.Lock()
-	if err := sess.rememberLocked(m); err != nil {
+	if m.class.IfActive && !m.remembered && !sess.state.Active(m.class.Key) {
+		sess.mu.Unlock()
+		sess.srv.opts.Metrics.AppDropped(labels.DropEnded)
+		sess.log.Debug("app unsubscribe for a subscription no longer active, not sent", zap.Int("bytes", len(m.data)))
+		return nil
+	}
+	if m.class.DeliveryID != "" && !sess.settles(m.class.DeliveryID) {
+		sess.mu.Unlock()
+		sess.srv.opts.Metrics.AppDropped(labels.DropStale)
+		sess.log.Debug("app settles a message of a lost connection, not sent", zap.Int("bytes", len(m.data)))
+		return nil
+	}
+	if err := m.remember(sess.state, sess.epoch, sess.live == nil && sess.snapped == nil); err != nil {
 		sess.mu.Unlock()
 		sess.replayLogFull()
 		return nil
 	}
-	if sess.coveredLocked(m) {
+	if m.covered(sess.epoch) {
 		sess.mu.Unlock()
 		return nil // a retry after a restore that replayed it
 	}
+	if sess.srv.rules.answersKeepalive(m) {
+		if live := sess.live; live != nil {
+			sess.state.KeepaliveSent(live.Gen(), m.data)
+			sess.mu.Unlock()
+			return live
+		}
+		sess.mu.Unlock()
+		sess.toApp("app keepalive answered while the upstream is down", sess.srv.rules.caps.Keepalive.Answer(m.data))
+		return nil
+	}
+	if sess.live == nil && m.class.Kind == protocol.AppKeepalive && sess.srv.rules.caps.Keepalive.DropWhileDown {
+		sess.mu.Unlock()
+		sess.srv.opts.Metrics.AppDropped(labels.DropKeepalive)
+		sess.log.Debug("app keepalive while the upstream is down, not queued", zap.Int("bytes", len(m.data)))
+		return nil
+	}
 	if live := sess.live; live != nil {
-		dropped, sent, err := sess.sendingLocked(m, live)
+		dropped, sent, err := m.sending(sess.state, live)
 		depth := sess.outbox.Len()
 		sess.mu.Unlock()
 		sess.reportDrops(dropped, err, depth)
@@ -268,7 +428,7 @@ func (sess *Session) enqueueUnlessLive(m *appMessage) *upstream.Conn {
 		}
 		return live
 	}
-	if m.class.restorable() && sess.restore.snapped == nil {
+	if m.class.Restorable() && sess.snapped == nil {
 		sess.mu.Unlock()
 		return nil // the next restore sends it
 	}
@@ -279,21 +439,45 @@ func (sess *Session) enqueueUnlessLive(m *appMessage) *upstream.Conn {
 	return nil
 }
 
+// settles reports whether the connection that delivered the upstream
+// message the app settles with id (protocol.App.DeliveryID) is the live
+// one, or the one being restored, whose queue is flushed onto it.
+// Session.mu is held.
+func (sess *Session) settles(id string) bool {
+	c := sess.live
+	if c == nil {
+		c = sess.snapped
+	}
+	return c != nil && sess.state.Delivered(c.Gen(), id)
+}
+
 // reportDrops logs and counts messages the outbox caps dropped, and closes
 // the app when the close policy refused one.
 func (sess *Session) reportDrops(dropped []buffer.Message, err error, depth int) {
 	for _, d := range dropped {
 		sess.log.Warn("outbox full, message dropped", zap.Stringer("policy", sess.srv.opts.OutboxOverflow),
-			zap.Int("bytes", len(d.Data)), zap.Int("outbox_messages", depth))
+			zap.Int("bytes", len(d.Data)), zap.Int("outbox_messages", depth), sess.memoryField())
 	}
 	if len(dropped) > 0 {
 		sess.srv.opts.Metrics.DroppedFromOutbox(len(dropped))
 	}
 	if errors.Is(err, buffer.ErrOutboxFull) {
 		sess.srv.opts.Metrics.DroppedFromOutbox(1) // the refused message
-		sess.log.Warn("outbox full, closing app", zap.Int("outbox_messages", depth))
+		sess.log.Warn("outbox full, closing app", zap.Int("outbox_messages", depth), sess.memoryField())
 		sess.closeApp(statusTryAgainLater, "outbox full")
 	}
+}
+
+// memoryField says, in an outbox drop's or a full replay log's log line,
+// whether the memory budget (TETHER_MEMORY_LIMIT) refused rather than the
+// caps: the bytes the
+// session holds on it, and whether its pool was spent.
+func (sess *Session) memoryField() zap.Field {
+	b := sess.srv.opts.Budget
+	if b == nil {
+		return zap.Skip()
+	}
+	return zap.Dict("memory_budget", zap.Int64("session_held", sess.acct.Held()), zap.Bool("full", b.Full()))
 }
 
 // closeApp starts the app's closing handshake; the reader then ends the session.
@@ -313,20 +497,21 @@ const statusTryAgainLater ws.StatusCode = 1013
 func protocolDrop(code ws.StatusCode) string {
 	switch code {
 	case ws.StatusMessageTooBig:
-		return DropTooLarge
+		return labels.DropTooLarge
 	case ws.StatusInvalidFramePayloadData:
-		return DropInvalidUTF8
+		return labels.DropInvalidUTF8
 	}
 	return ""
 }
 
 // countMessage counts one message forwarded in direction (DirectionAppToUpstream
-// or DirectionUpstreamToApp), labelled with the session's listener kind.
-func (sess *Session) countMessage(direction string) {
-	if direction == DirectionUpstreamToApp && sess.kind == ListenerTCP {
-		// The line writer counts what it queues: it may have dropped this
-		// message by policy, and Send returned nil all the same (lines.go).
+// or DirectionUpstreamToApp), labelled with the listener kind of its session.
+func (s *Server) countMessage(kind ListenerKind, direction string) {
+	if direction == labels.DirectionUpstreamToApp && kind == ListenerTCP {
+		// The line writer counts what it queues: it drops messages by
+		// policy, and a close policy queues the batch before it
+		// (transport.LineConn).
 		return
 	}
-	sess.srv.opts.Metrics.Message(direction, string(sess.kind))
+	s.opts.Metrics.Message(direction, string(kind))
 }

@@ -3,11 +3,18 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"github.com/tetherproxy/tether/internal/browser"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/handshake"
+	"github.com/tetherproxy/tether/internal/labels"
+	"github.com/tetherproxy/tether/internal/sequence"
+	"github.com/tetherproxy/tether/internal/transport"
 	"github.com/tetherproxy/tether/upstream"
 )
 
@@ -21,16 +28,22 @@ import (
 // A request whose Last-Event-ID is "<token>-<n>" of a session still here
 // attaches to it instead: no admission, no dial, the events after n are
 // written again, then the live ones. Nothing is lost, nothing repeated.
+// Events from an SSE upstream carry the upstream's own ids (in either
+// TETHER_SSE_FORMAT), and with sequencing those of numbered messages are
+// "<stream>:<seq>" (sequence.EventID), so a Last-Event-ID may be one of
+// those: a lingering session whose buffer holds it resumes after it in the
+// same way (sseSessionHolding).
 // Any other Last-Event-ID starts a new session whose stream begins with a
 // tether-gap event saying why the app's position could not be kept
-// (sseid.go): tether cannot hide that gap, so it says so. The exception is
+// (transport's sseid.go): tether cannot hide that gap, so it says so. The exception is
 // an id that is not tether's in front of an SSE upstream: the new session's
 // upstream is asked to resume after it (upstream.Options.LastEventID).
+// Every Last-Event-ID's outcome is counted (Metrics.SSEResumed).
 
 // serveStream serves a checked request: it resumes a lingering session or
 // starts one, then writes the stream until the app goes.
 func (l *sseListener) serveStream(w http.ResponseWriter, r *http.Request) {
-	att := newAttachment(w)
+	att := transport.NewSSEAttachment(w)
 	sess, gap := l.resume(r, att)
 	if sess == nil {
 		if sess = l.start(w, r, att, gap); sess == nil {
@@ -43,45 +56,65 @@ func (l *sseListener) serveStream(w http.ResponseWriter, r *http.Request) {
 // resume attaches att to the lingering session the request's Last-Event-ID
 // names. When there is none, it returns the gap reason the new session's
 // stream must start with ("" when the request named no position).
-func (l *sseListener) resume(r *http.Request, att *sseAttachment) (*Session, string) {
+func (l *sseListener) resume(r *http.Request, att *transport.SSEAttachment) (*Session, string) {
 	last := r.Header.Get("Last-Event-ID")
 	if last == "" {
 		return nil, ""
 	}
-	token, n, ok := parseEventID(last)
-	if !ok {
-		return nil, gapForeignID
-	}
-	sess := l.s.sseSession(token)
+	sess, n, gap := l.s.sseSessionOf(last)
 	if sess == nil {
-		return nil, gapSessionGone
+		return nil, gap
 	}
-	lost, ok := sess.sse.attach(att, n, true, "")
+	lost, ok := sess.sse.Attach(att, n, true, "")
 	switch {
 	case !ok:
-		return nil, gapSessionGone
+		return nil, transport.GapSessionGone
 	case lost > 0:
+		l.s.opts.Metrics.SSEResumed(labels.SSEEvicted)
 		sess.log.Warn("sse app reconnected after events its session no longer holds; tether-gap sent",
 			zap.String("remote", r.RemoteAddr), zap.Uint64("after", n), zap.Uint64("lost", lost))
 	default:
+		l.s.opts.Metrics.SSEResumed(labels.SSEResumed)
 		sess.log.Info("sse app reconnected, stream resumed", zap.String("remote", r.RemoteAddr), zap.Uint64("after", n))
 	}
 	return sess, ""
 }
 
+// sseSessionOf returns the lingering session a Last-Event-ID names and the
+// number of its event with that id, or nil and why none does, as a gap
+// reason: session_gone for an id tether wrote ("<token>-<n>", or with
+// sequencing "<stream>:<seq>"), foreign_id for any other.
+func (s *Server) sseSessionOf(id string) (*Session, uint64, string) {
+	if token, n, ok := transport.ParseEventID(id); ok {
+		if sess := s.sseSession(token); sess != nil {
+			return sess, n, ""
+		}
+		return nil, 0, transport.GapSessionGone
+	}
+	if sess, n := s.sseSessionHolding(id); sess != nil {
+		return sess, n, ""
+	}
+	if _, _, ok := sequence.ParseEventID(id); ok && s.rules.seq.on && s.opts.Upstream.Kind != upstream.KindSSE {
+		return nil, 0, transport.GapSessionGone
+	}
+	return nil, 0, transport.GapForeignID
+}
+
 // start admits a new session, dials its upstream and attaches att to it,
 // or refuses the request and returns nil.
-func (l *sseListener) start(w http.ResponseWriter, r *http.Request, att *sseAttachment, gap string) *Session {
+func (l *sseListener) start(w http.ResponseWriter, r *http.Request, att *transport.SSEAttachment, gap string) *Session {
 	s := l.s
 	sess := s.newSession(ListenerSSE)
-	if gap == gapForeignID && s.opts.Upstream.Kind == upstream.KindSSE {
+	if gap == transport.GapForeignID && s.opts.Upstream.Kind == upstream.KindSSE {
 		// Not one of tether's ids: with an SSE upstream it is most likely
 		// the upstream's own (the app read the feed directly before), so
 		// the new session's upstream resumes after it. No gap to report:
 		// the upstream's history decides, as it would for the app.
 		sess.upstreamLastEventID = r.Header.Get("Last-Event-ID")
 		gap = ""
+		s.opts.Metrics.SSEResumed(labels.SSEUpstream)
 	}
+	s.countGap(r, gap)
 	if reason, err := s.admit(sess); err != nil {
 		sess.cancel()
 		l.refuse(w, r, reason, err)
@@ -91,20 +124,20 @@ func (l *sseListener) start(w http.ResponseWriter, r *http.Request, att *sseAtta
 	res, answered := sess.firstDial()
 	switch {
 	case answered && res.Err == nil:
-		sess.setAppProtocol(res.Protocol)
+		sess.subprotocol.set(res.Protocol)
 	case answered && res.Permanent:
 		// Before client.Close: the upstream reader may wait for the app.
 		sess.cancel()
 		sess.client.Close()
 		s.forget(sess)
-		l.refuse(w, r, RejectUpstreamPermanent, refusal(http.StatusBadGateway, fmt.Sprintf("upstream refused the connection: %v", res.Err)))
+		l.refuse(w, r, labels.RejectUpstreamPermanent, handshake.Refusal(http.StatusBadGateway, fmt.Sprintf("upstream refused the connection: %v", res.Err)))
 		return nil
 	}
-	app := newSSEApp(s.sseOptions(sess.log))
+	app := transport.NewSSEApp(s.sseOptions(sess.log, sess.acct))
 	sess.app, sess.sse = app, app
 	close(sess.appReady)
-	app.attach(att, 0, false, gap) // a new session is not closing: it attaches
-	s.registerSSE(app.token, sess)
+	app.Attach(att, 0, false, gap) // a new session is not closing: it attaches
+	s.registerSSE(app.Token(), sess)
 	// The request's connection counts in its listener's wait group, which
 	// the server waits for: this Add cannot race Shutdown's Wait.
 	s.wg.Add(1)
@@ -117,9 +150,36 @@ func (l *sseListener) start(w http.ResponseWriter, r *http.Request, att *sseAtta
 	return sess
 }
 
+// countGap counts the gap reason a new session's stream starts with, and
+// warns of a Last-Event-ID tether cannot read at all: the app, or what
+// stands between it and tether, is not the EventSource it seems, and its
+// stream starts live.
+func (s *Server) countGap(r *http.Request, gap string) {
+	switch gap {
+	case transport.GapSessionGone:
+		s.opts.Metrics.SSEResumed(labels.SSESessionGone)
+	case transport.GapForeignID:
+		s.opts.Metrics.SSEResumed(labels.SSEForeignID)
+		s.log.Warn("sse app's Last-Event-ID is not an id tether or its upstream writes; its stream starts live, after a tether-gap",
+			zap.String("remote", r.RemoteAddr), zap.String("last_event_id", clip(r.Header.Get("Last-Event-ID"), 64)))
+	}
+}
+
+// clip cuts s to at most n bytes, at a character boundary, for a log
+// field of untrusted text.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // respond writes the stream's headers, then the stream, until the app
 // goes, a newer request replaces this one, or the session ends.
-func (l *sseListener) respond(w http.ResponseWriter, r *http.Request, sess *Session, att *sseAttachment) {
+func (l *sseListener) respond(w http.ResponseWriter, r *http.Request, sess *Session, att *transport.SSEAttachment) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -127,15 +187,14 @@ func (l *sseListener) respond(w http.ResponseWriter, r *http.Request, sess *Sess
 	// must reach the app as each event is written.
 	h.Set("X-Accel-Buffering", "no")
 	if origin := r.Header.Get("Origin"); origin != "" {
-		allowOrigin(h, origin) // checked already: the page may read the stream
+		browser.AllowOrigin(h, origin) // checked already: the page may read the stream
 	}
 	w.WriteHeader(http.StatusOK)
-	err := sess.sse.stream(r.Context(), w, att)
-	lingers := sess.sse.detach(att)
+	lingers, err := sess.sse.Stream(r.Context(), w, att)
 	switch {
-	case err == nil || errors.Is(err, errSSEClosed):
+	case err == nil || errors.Is(err, transport.ErrSSEClosed):
 		sess.log.Debug("sse stream ended by tether", zap.String("remote", r.RemoteAddr))
-	case errors.Is(err, errSSEReplaced):
+	case errors.Is(err, transport.ErrSSEReplaced):
 		sess.log.Info("sse request replaced by the app's newer one", zap.String("remote", r.RemoteAddr))
 	case lingers:
 		sess.log.Info("sse app disconnected; its session waits for it to reconnect",
@@ -151,7 +210,7 @@ func (l *sseListener) respond(w http.ResponseWriter, r *http.Request, sess *Sess
 func (s *Server) runSSE(sess *Session) {
 	defer s.wg.Done()
 	defer s.forget(sess)
-	defer s.unregisterSSE(sess.sse.token)
+	defer s.unregisterSSE(sess.sse.Token())
 	if s.isDraining() {
 		// As for a WebSocket app: Shutdown may have passed over this
 		// session while its first dial was awaited.
@@ -161,9 +220,10 @@ func (s *Server) runSSE(sess *Session) {
 }
 
 // sseOptions configures a new sse:// session's app side.
-func (s *Server) sseOptions(log *zap.Logger) sseOptions {
+func (s *Server) sseOptions(log *zap.Logger, acct *budget.Account) transport.SSEOptions {
 	o := s.opts
-	return sseOptions{
+	return transport.SSEOptions{
+		Account:    acct,
 		QueueBytes: o.DownstreamBufferBytes,
 		Linger:     o.SSELinger,
 		KeepAlive:  s.sseKeepAlive(),
@@ -183,6 +243,40 @@ func (s *Server) unregisterSSE(token string) {
 	s.mu.Lock()
 	delete(s.sseTokens, token)
 	s.mu.Unlock()
+}
+
+// sseSessionHolding returns the sse:// session whose buffer holds the
+// event with the upstream's id, and that event's number; nil when none
+// does. Several sessions of one feed may hold the same id: one no request
+// is attached to (the app that went away) is taken, or the only one; when
+// that leaves a choice, none is, and the new session resumes upstream.
+// The sessions are asked without s.mu held.
+func (s *Server) sseSessionHolding(id string) (*Session, uint64) {
+	s.mu.Lock()
+	all := make([]*Session, 0, len(s.sseTokens))
+	for _, sess := range s.sseTokens {
+		all = append(all, sess)
+	}
+	s.mu.Unlock()
+	var found, detached []*Session
+	var at, detachedAt []uint64
+	for _, sess := range all {
+		n, attached, ok := sess.sse.HoldsID(id)
+		if !ok {
+			continue
+		}
+		found, at = append(found, sess), append(at, n)
+		if !attached {
+			detached, detachedAt = append(detached, sess), append(detachedAt, n)
+		}
+	}
+	switch {
+	case len(detached) == 1:
+		return detached[0], detachedAt[0]
+	case len(found) == 1:
+		return found[0], at[0]
+	}
+	return nil, 0
 }
 
 // sseSession returns the sse:// session of token, or nil.

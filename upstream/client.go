@@ -5,12 +5,16 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/proxydial"
 	"go.uber.org/zap"
 )
 
@@ -25,17 +29,21 @@ type Handler interface {
 	// Message is called from the connection's reader for every data message
 	// tether does not consume itself (heartbeat replies). data is valid only
 	// during the call. Blocking applies backpressure to the upstream socket.
-	// A Handler may also implement Flush(c *Conn): the reader calls it before
-	// any read that may wait and before it stops, so messages collected
-	// during a burst are handed on as one batch.
 	Message(c *Conn, op ws.OpCode, data []byte)
+	// Flush is called from the connection's reader before any read that may
+	// wait for the socket, and before it stops: a Handler that holds back
+	// what Message gave it while more messages wait in the read buffer, to
+	// pass them on together, passes them on now, so nothing is held back
+	// while tether waits. Like Message, it may block: that is backpressure
+	// too. A Handler that holds nothing back does nothing.
+	Flush(c *Conn)
 	// Lost is called from the Client's goroutine when connection c ends, before
 	// the next attempt. err says why.
 	Lost(c *Conn, err error)
 }
 
 // Options configures a Client. Durations and counts follow the TETHER_*
-// variables of the same names (DESIGN.md "Variables").
+// variables of the same names (docs/design.md "Variables").
 type Options struct {
 	URL       string    // ws:// or wss:// for KindWebSocket, http:// or https:// for KindSSE
 	Kind      Kind      // the upstream's protocol; default KindWebSocket
@@ -48,7 +56,20 @@ type Options struct {
 	Header      http.Header // static request headers (no Host, no Sec-WebSocket-*)
 	TokenFile   string      // bearer token, re-read on every dial; "" for none
 	TLSConfig   *tls.Config // nil: system roots
-	Protocols   []string    // subprotocols offered (the app's); KindWebSocket only
+	// Resolver resolves the upstream's host name, anew on every dial (a
+	// name whose address changes is followed); nil is Go's default
+	// resolver. Tests set one they control.
+	Resolver  *net.Resolver
+	Protocols []string // subprotocols offered (the app's); KindWebSocket only
+	// Proxy chooses the HTTP proxy of each dial (a CONNECT tunnel for a
+	// WebSocket upstream, net/http's proxying for SSE); nil dials directly.
+	// Credentials in the proxy URL's userinfo are sent as
+	// Proxy-Authorization: Basic.
+	Proxy ProxyFunc
+	// Compression offers permessage-deflate to a WebSocket upstream
+	// (default CompressionAuto); decompression is bounded by
+	// MaxMessageBytes. Ignored for KindSSE.
+	Compression Compression
 
 	DialTimeout      time.Duration
 	Backoff          Backoff
@@ -61,17 +82,38 @@ type Options struct {
 	PingTimeout      time.Duration     // wait for any frame after a probe (SSE: for any bytes; there is no probe)
 	HeartbeatMessage []byte            // probe with this text message instead of a ping; KindWebSocket only
 	HeartbeatReply   func([]byte) bool // replies that count as liveness and are not forwarded
-	MaxMessageBytes  int64             // both directions (SSE: one event's data, one line); 0: wsconn's default
-	QueueBytes       int64             // write queue bound; 0: wsconn's default
-	Handler          Handler           // required
-	Logger           *zap.Logger       // nil: no logs
-	OnState          func(State)       // optional, called from the Client goroutine
-	Observer         Observer          // optional: dials, losses, confirmations (metrics)
-	now              func() time.Time  // tests
+	// HeartbeatAfterLogin holds HeartbeatMessage back on each connection
+	// until Conn.LoggedIn: the probes before are WebSocket pings, so the
+	// heartbeat never reaches a server before the login it wants first.
+	HeartbeatAfterLogin bool
+	// Resume, when set, is how the Client learns that the machine woke from
+	// sleep: it then probes its connection at once, and the connection is
+	// dead unless something arrives within PingTimeout. Needs the heartbeat
+	// (PingInterval > 0). One Resumes serves every Client.
+	Resume *Resumes
+	// Stopped, when set, is called from the Client goroutine once the
+	// Client has stopped for good, with what Err will report (nil after
+	// Close or the end of Start's context), before Done is closed and so
+	// before Close returns. An owner reacts to the Client giving up there
+	// instead of keeping a goroutine waiting on Done.
+	Stopped func(err error)
+	// Account, when not nil, is the memory budget's account of the
+	// Client's session (internal/budget): each connection's write queue
+	// and the message it is reassembling count on it (wsconn.Options.
+	// Account), and what a lost connection never wrote goes back to it when
+	// that connection ends. Ignored for KindSSE.
+	Account         *budget.Account
+	MaxMessageBytes int64            // both directions (SSE: one event's data, one line); 0: wsconn's default
+	QueueBytes      int64            // write queue bound; 0: wsconn's default
+	Handler         Handler          // required
+	Logger          *zap.Logger      // nil: no logs
+	OnState         func(State)      // optional, called from the Client goroutine
+	Observer        Observer         // optional: dials, losses, confirmations (metrics)
+	now             func() time.Time // tests
 }
 
 // DialResult is the outcome of a Client's first dial, which decides how the app's
-// handshake is answered (DESIGN.md "Sessions").
+// handshake is answered (docs/design.md "Sessions").
 type DialResult struct {
 	Protocol  string // subprotocol chosen by the upstream, when connected
 	Err       error  // nil when connected
@@ -106,6 +148,8 @@ type Client struct {
 	http        *http.Client
 	lastEventID string        // sent as Last-Event-ID; "" sends none
 	retryFloor  time.Duration // the latest "retry" value, capped; 0 before one
+
+	status statusBoard // what Status reports (status.go)
 }
 
 // New checks opts and returns a Client that has not started yet.
@@ -164,9 +208,41 @@ func checkKind(opts Options) error {
 // PinProtocol makes every later dial offer only protocol p. The proxy calls it
 // when it had to accept the app before the upstream answered: the app was told
 // p, so the upstream must not pick another one. A dial already in flight keeps
-// the offer it was made with.
+// the offer it was made with; a connection it opens with another subprotocol
+// fails with a *SubprotocolError and is not used.
+//
+// Without a call, the first connection's subprotocol (none included) is
+// pinned: it is the one the app was accepted with.
 func (c *Client) PinProtocol(p string) {
-	c.pinned.Store(&[]string{p})
+	c.pinned.Store(pinOf(p))
+}
+
+// pinOf is the offer of a pinned subprotocol: p alone, or nothing for none.
+func pinOf(p string) *[]string {
+	if p == "" {
+		return &[]string{}
+	}
+	return &[]string{p}
+}
+
+// checkProtocol fails a connection whose subprotocol got is not the pinned
+// one. offered is what its dial offered: a dial that offered only the pinned
+// protocol and got another answer met an upstream that does not speak it,
+// which is permanent. The first connection of an unpinned Client pins got.
+func (c *Client) checkProtocol(offered []string, got string) error {
+	pin := c.pinned.Load()
+	if pin == nil && c.pinned.CompareAndSwap(nil, pinOf(got)) {
+		return nil
+	}
+	pin = c.pinned.Load()
+	want := ""
+	if len(*pin) > 0 {
+		want = (*pin)[0]
+	}
+	if got == want {
+		return nil
+	}
+	return &SubprotocolError{Want: want, Got: got, Permanent: slices.Equal(offered, *pin)}
 }
 
 // offered is the subprotocol list the next dial offers.
@@ -219,6 +295,7 @@ func (c *Client) Close() {
 
 func (c *Client) setState(s State) {
 	c.state.Store(int32(s))
+	c.noteState(s)
 	if c.opts.OnState != nil {
 		c.opts.OnState(s)
 	}
@@ -227,6 +304,11 @@ func (c *Client) setState(s State) {
 // run is the state machine: dial, serve, classify the end, wait, again.
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
+	defer func() {
+		if c.opts.Stopped != nil {
+			c.opts.Stopped(c.err)
+		}
+	}()
 	defer c.setState(StateClosed)
 	defer c.closeIdle()
 	for {
@@ -245,6 +327,7 @@ func (c *Client) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		c.noteEnd(err)
 		floor, stop := c.classify(err)
 		if stop != nil {
 			c.err = stop
@@ -274,7 +357,13 @@ func (c *Client) reportFirst(conn *Conn, err error) {
 func (c *Client) classify(err error) (floor time.Duration, stop error) {
 	var ce *CloseError
 	var se *StatusError
+	var pe *proxydial.Error
 	switch {
+	case errors.As(err, &pe):
+		if pe.RejectsCredentials() && c.authFailed() {
+			return 0, &proxyAuthFailed{err: pe}
+		}
+		return 0, nil // a proxy down or refusing is transient
 	case errors.As(err, &ce):
 		action, floor := c.opts.Close.Classify(ce.Code)
 		if action == ActionStop {
@@ -296,12 +385,18 @@ func (c *Client) classifyStatus(se *StatusError) (time.Duration, error) {
 	case StatusPermanent:
 		return 0, fmt.Errorf("%w: %w", ErrPermanent, se)
 	case StatusAuth:
-		c.authFailures++
-		if c.authFailures >= c.opts.AuthFailuresMax {
+		if c.authFailed() {
 			return 0, fmt.Errorf("%w (HTTP %d)", ErrAuthFailed, se.Status)
 		}
 	}
 	return se.RetryAfter, nil
+}
+
+// authFailed counts one refusal of the credentials (an upstream's 401 or
+// 403, a proxy's 407) and reports whether that was one too many.
+func (c *Client) authFailed() bool {
+	c.authFailures++
+	return c.authFailures >= c.opts.AuthFailuresMax
 }
 
 // wait counts the failure, gives up after MaxAttempts, and sleeps the backoff
@@ -341,7 +436,7 @@ func (c *Client) failedAttempts() int {
 	return c.failures
 }
 
-// confirmed is the one place the attempt counter resets (DESIGN.md "Reset
+// confirmed is the one place the attempt counter resets (docs/design.md "Reset
 // rule"): the server proved it is serving, not merely that the socket opened.
 func (c *Client) confirmed(conn *Conn) {
 	c.setState(StateConfirmed)

@@ -203,3 +203,39 @@ func TestConnAfterLossRefusesSend(t *testing.T) {
 		t.Error("Send on a lost Conn succeeded")
 	}
 }
+
+// TestSubprotocolPinnedAfterFirstConnection: the first connection's
+// subprotocol is the app's, so every later dial offers only it; an upstream
+// that then accepts without it stops the Client for good with a
+// *SubprotocolError, reported as a "subprotocol" dial.
+func TestSubprotocolPinnedAfterFirstConnection(t *testing.T) {
+	hs := newHandshakeLog()
+	srv := newServer(t, upstreamtest.Options{
+		Handshake: func(h upstreamtest.Handshake) (int, http.Header) {
+			hs.handshake(h)
+			if h.N == 1 {
+				return 0, http.Header{"Sec-Websocket-Protocol": {"v1"}}
+			}
+			return 0, nil // no longer speaks v1
+		},
+		OnConn: func(c *upstreamtest.Conn) { _ = c.CloseWith(int(ws.StatusGoingAway), "") },
+	})
+	rec := newRecorder()
+	opts := testOptions(t, srv.URL(), newHandler())
+	opts.Protocols = []string{"v2", "v1"}
+	opts.Observer = rec
+	c := startClient(t, opts)
+	rec.expect(t, "dialed ok", "lost close 1001", "dialed subprotocol")
+	waitClosed(t, c.Done(), "Client stop")
+	var se *upstream.SubprotocolError
+	if err := c.Err(); !errors.As(err, &se) || !errors.Is(err, upstream.ErrPermanent) || se.Want != "v1" || se.Got != "" {
+		t.Fatalf("Err() = %v, want a permanent *SubprotocolError wanting v1, got none", err)
+	}
+	hs.waitN(t, 2)
+	if got := hs.offered(1); !slices.Equal(got, []string{"v1"}) {
+		t.Errorf("second dial offered %q, want only the first connection's v1", got)
+	}
+	if n := srv.Handshakes(); n != 2 {
+		t.Errorf("%d handshakes, want 2", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -74,6 +75,21 @@ type transport interface {
 	Done() <-chan struct{}
 	// LastRead is when bytes last arrived (monotonic).
 	LastRead() time.Time
+	// WriteProgress is the peer's acknowledgement count of what was written
+	// and whether a backlog waits behind it (wsconn.Conn.WriteProgress); ok
+	// is false when the system does not say.
+	WriteProgress() (acked uint64, backlog, ok bool)
+	// Unread is how many bytes have arrived and wait unread below the
+	// reader (the kernel's receive queue; wsconn.Conn.Unread), 0 when none
+	// or when the system does not say.
+	Unread() int
+	// Unwritten reports frames waiting in the transport's own queue while
+	// the kernel's send queue is empty (wsconn.Conn.Unwritten): the writer
+	// has not run since they were queued. False when the system does not say.
+	Unwritten() bool
+	// ControlDropped counts the pings left unanswered because they came
+	// faster than the writer answered them.
+	ControlDropped() uint64
 }
 
 // Conn is one upstream connection of a Client, handed to the Handler. It is safe
@@ -83,14 +99,28 @@ type transport interface {
 type Conn struct {
 	gen      uint64
 	protocol string
+	remote   string // the address dialled, for logs: a name may resolve elsewhere on each dial
+	// compressed: the upstream accepted permessage-deflate.
+	compressed bool
 	// ws is the transport, named after the protocol the package began with:
 	// a *wsconn.Conn, or an *sseConn for an SSE upstream.
 	ws transport
+	// loggedIn: the app's login went out on the connection
+	// (Options.HeartbeatAfterLogin).
+	loggedIn atomic.Bool
 }
+
+// LoggedIn records that the app's login went out on c: from now on its
+// heartbeat probe may be Options.HeartbeatMessage. Safe for concurrent use.
+func (c *Conn) LoggedIn() { c.loggedIn.Store(true) }
 
 // Gen is the connection's generation: 1 for the first connection of a Client,
 // then rising by one per connection.
 func (c *Conn) Gen() uint64 { return c.gen }
+
+// Compressed reports whether the upstream accepted permessage-deflate for
+// this connection (Options.Compression).
+func (c *Conn) Compressed() bool { return c.compressed }
 
 // Protocol is the subprotocol the upstream selected ("" when none, and always
 // for an SSE upstream).
@@ -101,6 +131,19 @@ func (c *Conn) Protocol() string { return c.protocol }
 // On an SSE upstream it returns ErrReadOnly at once.
 func (c *Conn) Send(ctx context.Context, op ws.OpCode, data []byte) error {
 	return c.ws.Send(ctx, op, data)
+}
+
+// EventID is, for an SSE upstream, the id of the event the message being
+// handed to Handler.Message was made of: the stream's last event ID when
+// it was dispatched, "" when there is none (the id the json format's
+// message carries). It is "" for a WebSocket upstream. Only the
+// connection's reader may call it, within Message: the next event
+// replaces it.
+func (c *Conn) EventID() string {
+	if sc, ok := c.ws.(*sseConn); ok {
+		return sc.id
+	}
+	return ""
 }
 
 // SendText is Send for a text message.

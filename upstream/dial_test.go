@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherproxy/tether/internal/sse/ssetest"
 	"github.com/tetherproxy/tether/upstream"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
@@ -244,7 +246,7 @@ func TestHeadersAndToken(t *testing.T) {
 	}
 }
 
-// TestFirstDialBadURL: a URL no retry can fix (DESIGN.md lists "bad URL"
+// TestFirstDialBadURL: a URL no retry can fix (docs/design.md lists "bad URL"
 // among the permanent failures) stops the Client at once, and the error
 // logged does not repeat the URL's credentials.
 func TestFirstDialBadURL(t *testing.T) {
@@ -380,5 +382,52 @@ func TestMaxAttemptsAfterLoss(t *testing.T) {
 	}
 	if n := srv.Handshakes(); n != 1+opts.MaxAttempts {
 		t.Errorf("%d handshakes, want the first one plus %d reconnect attempts", n, opts.MaxAttempts)
+	}
+}
+
+// TestUserinfoBasicAuth: credentials in the URL's userinfo are sent as
+// Basic auth, by a WebSocket upstream's handshake as by an SSE upstream's
+// request, percent-decoded, a bare user name as user name with an empty
+// password (https://TOKEN@host); an Authorization header the Client sets
+// itself (the token file) wins over them.
+func TestUserinfoBasicAuth(t *testing.T) {
+	basic := func(user, pass string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	}
+	tests := []struct {
+		name, userinfo, token, want string
+	}{
+		{"user and password", "alice:s3cret%21", "", basic("alice", "s3cret!")},
+		{"bare user name", "TOKEN", "", basic("TOKEN", "")},
+		{"token file wins", "alice:s3cret", "bearer-token", "Bearer bearer-token"},
+	}
+	for _, kind := range []upstream.Kind{upstream.KindWebSocket, upstream.KindSSE} {
+		for _, tt := range tests {
+			t.Run(kind.String()+"/"+tt.name, func(t *testing.T) {
+				var auth func() string
+				var rawURL string
+				if kind == upstream.KindSSE {
+					srv := newSSEServer(t, ssetest.Options{})
+					auth = func() string { return waitRequests(t, srv, 1)[0].Header.Get("Authorization") }
+					rawURL = srv.URL()
+				} else {
+					hs := newHandshakeLog()
+					srv := newServer(t, upstreamtest.Options{Handshake: hs.handshake, OnConn: holdOpen})
+					auth = func() string { hs.waitN(t, 1); return hs.header(0).Get("Authorization") }
+					rawURL = srv.URL()
+				}
+				scheme, rest, _ := strings.Cut(rawURL, "://")
+				opts := testOptions(t, scheme+"://"+tt.userinfo+"@"+rest, newHandler())
+				opts.Kind = kind
+				if tt.token != "" {
+					opts.TokenFile = filepath.Join(t.TempDir(), "token")
+					writeFile(t, opts.TokenFile, tt.token)
+				}
+				startClient(t, opts)
+				if got := auth(); got != tt.want {
+					t.Errorf("upstream saw Authorization %q, want %q", got, tt.want)
+				}
+			})
+		}
 	}
 }

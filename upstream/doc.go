@@ -15,6 +15,15 @@
 // rather than the delay, a 204 stops the Client, and silence for PingInterval
 // + PingTimeout is death, since SSE has no ping.
 //
+// Every request, the readiness probe's included, goes directly or through
+// the HTTP proxy that Options.Proxy chooses (proxydial.go): a CONNECT
+// tunnel for a WebSocket upstream (internal/proxydial), ws:// included,
+// since a proxy would not pass an Upgrade on; net/http's proxying for SSE.
+// Proxy credentials are the proxy URL's userinfo, sent as
+// Proxy-Authorization: Basic and never quoted. A refusal of them (407)
+// follows the credentials policy, like a 401; a proxy that is down or
+// refuses the tunnel is a transient failure (a *proxydial.Error).
+//
 // One Client serves one proxy session. It runs one goroutine, the only one that
 // dials and changes state; each connection it opens gets a rising generation
 // number, a reader goroutine and a restore goroutine, which only report to it.
@@ -23,10 +32,15 @@
 //
 // The package knows nothing about JSON rules. Its owner plugs in through Handler
 // (what to send on each new connection before it counts as restored, where
-// messages go) and through the Confirm and HeartbeatReply predicates. An
+// messages go, and Flush: when the reader is about to wait, so what the owner
+// held back of a burst goes on) and through the Confirm and HeartbeatReply
+// predicates, which its protocol supplies. An
 // optional Observer hears of every dial, loss and confirmation, with bounded
 // label values, so the owner can count them without this package knowing any
-// metrics library. Probe dials once, for readiness checks.
+// metrics library. Status reports the same, per Client, for the status page:
+// state, attempt, next retry, downtime, the last close and failure, and the
+// latest events (status.go, written by the Client's goroutine under a lock
+// of its own). Probe dials once, for readiness checks.
 //
 // The policy parts (Backoff, ClosePolicy, ClassifyStatus, CodeSet,
 // ParseRetryAfter) are pure functions with injected randomness and time.

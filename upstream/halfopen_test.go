@@ -24,7 +24,7 @@ func heartbeatOptions(t *testing.T, url string, h *handler) upstream.Options {
 }
 
 // checkDetection asserts that a connection whose last inbound frame arrived
-// at last was declared dead within PingInterval + PingTimeout (DESIGN.md
+// at last was declared dead within PingInterval + PingTimeout (docs/design.md
 // "Dead detection"), and not before: timers never fire early, so the lower
 // bound needs no slack.
 func checkDetection(t *testing.T, lost event, last time.Time) {
@@ -236,5 +236,94 @@ func TestBusyReaderNotDead(t *testing.T) {
 	}
 	if n := srv.Handshakes(); n != 1 {
 		t.Errorf("%d handshakes, want 1", n)
+	}
+}
+
+// waitCount polls n until it reaches want, and returns how long that took;
+// the test fails past limit. For counters kept by the test server, which
+// has no event to wait on.
+func waitCount(t *testing.T, what string, n func() int, want int, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if !pollCount(ctx, n, want) {
+		t.Fatalf("%s: %d within %v, want %d", what, n(), limit, want)
+	}
+	return time.Since(start)
+}
+
+// pollCount polls n until it reaches want (true) or ctx ends (false).
+func pollCount(ctx context.Context, n func() int, want int) bool {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for n() < want {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// TestPingCadence: an idle connection whose server answers every ping is
+// pinged every PingInterval, not every PingTimeout when that is longer:
+// NAT and load-balancer idle timeouts cut a connection kept alive less
+// often than configured.
+func TestPingCadence(t *testing.T) {
+	const (
+		interval = 50 * time.Millisecond
+		timeout  = 2 * time.Second
+		pings    = 6
+	)
+	srv := newServer(t, upstreamtest.Options{OnConn: holdOpen})
+	h := newHandler()
+	opts := testOptions(t, srv.URL(), h)
+	opts.PingInterval, opts.PingTimeout = interval, timeout
+	startClient(t, opts)
+	sc := recv(t, srv.Conns(), "server conn")
+	took := waitCount(t, "pings at the server", sc.Pings, pings, waitLimit+timeout*pings)
+	t.Logf("%d pings in %v (PingInterval %v, PingTimeout %v)", pings, took, interval, timeout)
+	if bound := pings*interval + slack; took > bound {
+		t.Errorf("%d pings took %v, want ≤ %v: one per PingInterval of silence", pings, took, bound)
+	}
+	if lost, ok := pending(h.losts); ok {
+		t.Errorf("Lost(gen %d, %v) while every ping was answered", lost.gen, lost.err)
+	}
+}
+
+// TestHalfOpenAfterFrameDuringProbe: the server ignores pings, sends one
+// message while the first ping waits for its answer, then nothing: the
+// connection is declared dead within PingInterval + PingTimeout of that
+// message, not up to two PingTimeouts later.
+func TestHalfOpenAfterFrameDuringProbe(t *testing.T) {
+	const (
+		interval = 100 * time.Millisecond
+		timeout  = 3 * time.Second
+	)
+	srv := newServer(t, upstreamtest.Options{IgnorePings: true, OnConn: func(c *upstreamtest.Conn) {
+		if c.N() > 1 {
+			holdOpen(c)
+			return
+		}
+		if pollCount(c.Context(), c.Pings, 1) { // the first ping waits for its answer
+			_ = c.Send("last")
+		}
+		holdOpen(c)
+	}})
+	h := newHandler()
+	opts := testOptions(t, srv.URL(), h)
+	opts.PingInterval, opts.PingTimeout = interval, timeout
+	startClient(t, opts)
+	last := h.nextMessage(t)
+	lost := recv(t, h.losts, "Lost")
+	if !errors.Is(lost.err, upstream.ErrHeartbeatTimeout) {
+		t.Fatalf("Lost(gen %d, %v), want ErrHeartbeatTimeout", lost.gen, lost.err)
+	}
+	took, bound := lost.at.Sub(last.at), interval+timeout
+	t.Logf("half-open detected %v after the last frame (PingInterval %v + PingTimeout %v = %v)", took, interval, timeout, bound)
+	if took < bound || took > bound+slack {
+		t.Errorf("detected after %v, want in [%v, %v]", took, bound, bound+slack)
 	}
 }

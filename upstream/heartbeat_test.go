@@ -69,7 +69,7 @@ func TestHeartbeatNext(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := heartbeat{interval: interval, timeout: timeout, probeSent: tt.probeSent, woke: tt.woke}
-			got, wait := h.next(tt.now, tt.lastRead, tt.progress)
+			got, wait := h.next(tt.now, tt.lastRead, tt.progress, writeProgress{})
 			if got != tt.want {
 				t.Errorf("action %s, want %s", beatNames[got], beatNames[tt.want])
 			}
@@ -103,7 +103,7 @@ func TestHeartbeatDetectionBound(t *testing.T) {
 		now := origin.Add(interval) // the serve loop's first wake-up
 		probes := 0
 		for range 10 {
-			action, wait := h.next(now, lastRead, 0)
+			action, wait := h.next(now, lastRead, 0, writeProgress{})
 			if action == beatProbe {
 				probes++
 			}
@@ -131,7 +131,7 @@ func TestHeartbeatAnsweredStaysAlive(t *testing.T) {
 	lastRead, now := origin, origin.Add(interval)
 	probes := 0
 	for range 100 {
-		action, wait := h.next(now, lastRead, 0)
+		action, wait := h.next(now, lastRead, 0, writeProgress{})
 		switch action {
 		case beatDead:
 			t.Fatalf("declared dead at +%v although every probe was answered within %v", now.Sub(origin), rtt)
@@ -161,11 +161,11 @@ func TestHeartbeatLateWakeUp(t *testing.T) {
 		h := heartbeat{interval: interval, timeout: timeout}
 		lastRead := origin
 		now := origin.Add(interval)
-		if b, _ := h.next(now, lastRead, 0); b != beatProbe {
+		if b, _ := h.next(now, lastRead, 0, writeProgress{}); b != beatProbe {
 			t.Fatalf("first wake-up = %v, want a probe", b)
 		}
 		now = now.Add(2 * time.Second) // frozen well past the timeout
-		b, wait := h.next(now, lastRead, 0)
+		b, wait := h.next(now, lastRead, 0, writeProgress{})
 		if b != beatWait || wait <= 0 || wait > timeout {
 			t.Fatalf("late wake-up = %v after %v, want a short re-check", b, wait)
 		}
@@ -173,13 +173,72 @@ func TestHeartbeatLateWakeUp(t *testing.T) {
 			lastRead = now.Add(time.Millisecond) // the reader drains the pong
 		}
 		now = now.Add(wait)
-		b, _ = h.next(now, lastRead, 0)
+		b, _ = h.next(now, lastRead, 0, writeProgress{})
 		if answered && b == beatDead {
 			t.Errorf("declared dead although the pong was read during the re-check")
 		}
 		if !answered && b != beatDead {
 			t.Errorf("re-check of a silent connection = %v, want dead", b)
 		}
+	}
+}
+
+// TestHeartbeatReaderBehind: a wake-up on time, past the probe's timeout,
+// while bytes wait unread in the socket finds the reader behind, not the
+// connection silent, and looks again shortly; once the reader has drained
+// them (the pong among them) the connection lives on, and one with nothing
+// unread and still no frame is declared dead at the re-check. The socket is
+// asked only then: a wake-up that is not about to declare death does not.
+// The writer likewise: frames waiting unwritten with the kernel's send
+// queue empty (the probe may be among them) find the writer behind.
+func TestHeartbeatReaderBehind(t *testing.T) {
+	for _, side := range []string{"reader", "writer"} {
+		for _, answered := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/answered=%v", side, answered), func(t *testing.T) {
+				checkBehind(t, side, answered)
+			})
+		}
+	}
+}
+
+// checkBehind runs TestHeartbeatReaderBehind with side ("reader" or
+// "writer") behind at the timeout, and a frame arriving during the re-check
+// when answered.
+func checkBehind(t *testing.T, side string, answered bool) {
+	origin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	const (
+		interval = 100 * time.Millisecond
+		timeout  = 100 * time.Millisecond
+	)
+	behind, asked := true, 0
+	ask := func() bool { asked++; return behind }
+	never := func() bool { return false }
+	h := heartbeat{interval: interval, timeout: timeout, unread: ask, unwritten: never}
+	if side == "writer" {
+		h.unread, h.unwritten = never, ask
+	}
+	lastRead := origin
+	now := origin.Add(interval)
+	if b, _ := h.next(now, lastRead, 0, writeProgress{}); b != beatProbe || asked != 0 {
+		t.Fatalf("first wake-up = %v, socket asked %d times; want a probe, not asked", b, asked)
+	}
+	now = now.Add(timeout) // on time
+	b, wait := h.next(now, lastRead, 0, writeProgress{})
+	if b != beatWait || wait <= 0 || wait > timeout || asked != 1 {
+		t.Fatalf("wake-up at the timeout with the %s behind = %v after %v, socket asked %d times; want a short re-check, asked once",
+			side, b, wait, asked)
+	}
+	behind = false // it ran
+	if answered {
+		lastRead = now.Add(time.Millisecond)
+	}
+	now = now.Add(wait)
+	b, _ = h.next(now, lastRead, 0, writeProgress{})
+	if answered && b == beatDead {
+		t.Errorf("declared dead although a frame arrived during the re-check")
+	}
+	if !answered && b != beatDead {
+		t.Errorf("re-check with the %s caught up and no frame = %v, want dead", side, b)
 	}
 }
 
@@ -259,7 +318,7 @@ func checkDrain(t *testing.T, name string, origin time.Time, r drainReader, inte
 	now := origin.Add(interval) // the serve loop's first wake-up
 	var probeAt time.Time
 	for range 10000 {
-		action, wait := h.next(now, origin, r.progressAt(now))
+		action, wait := h.next(now, origin, r.progressAt(now), writeProgress{})
 		switch action {
 		case beatProbe:
 			probeAt = now
@@ -276,4 +335,128 @@ func checkDrain(t *testing.T, name string, origin time.Time, r drainReader, inte
 		now = now.Add(wait)
 	}
 	t.Errorf("%s: never declared dead after the reader stopped", name)
+}
+
+// TestHeartbeatCadence: on an idle connection whose peer answers every probe
+// at once, a probe goes out every PingInterval of silence, however much
+// longer PingTimeout is: an idle connection is kept alive as often as
+// configured, which NAT and load-balancer idle timeouts depend on.
+func TestHeartbeatCadence(t *testing.T) {
+	origin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	const rtt = time.Millisecond
+	for _, c := range []struct{ interval, timeout time.Duration }{
+		{100 * time.Millisecond, 5 * time.Second},
+		{500 * time.Millisecond, 2 * time.Second},
+		{100 * time.Millisecond, 100 * time.Millisecond},
+		{time.Second, 100 * time.Millisecond},
+	} {
+		h := heartbeat{interval: c.interval, timeout: c.timeout, woke: origin}
+		lastRead, now := origin, origin.Add(c.interval)
+		var probes []time.Time
+		for now.Sub(origin) < 30*c.interval {
+			action, wait := h.next(now, lastRead, 0, writeProgress{})
+			switch action {
+			case beatDead:
+				t.Fatalf("%v/%v: declared dead at +%v although every probe was answered", c.interval, c.timeout, now.Sub(origin))
+			case beatProbe:
+				probes = append(probes, now)
+				lastRead = now.Add(rtt) // the pong, before the next wake-up
+			}
+			now = now.Add(wait)
+		}
+		for i := 1; i < len(probes); i++ {
+			if gap := probes[i].Sub(probes[i-1]); gap > c.interval+rtt {
+				t.Errorf("%v/%v: probes %d and %d %v apart, want every PingInterval of silence (%v)",
+					c.interval, c.timeout, i-1, i, gap, c.interval+rtt)
+				break
+			}
+		}
+		if len(probes) < 25 {
+			t.Errorf("%v/%v: %d probes in %v, want one per interval of silence", c.interval, c.timeout, len(probes), 30*c.interval)
+		}
+	}
+}
+
+// TestHeartbeatDetectionAfterAnswer: a peer that answers a probe, or sends
+// anything while a probe waits, and then goes silent for good is declared
+// dead within PingInterval + PingTimeout of that last frame, wherever in
+// the probe's wait it arrived.
+func TestHeartbeatDetectionAfterAnswer(t *testing.T) {
+	origin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ interval, timeout time.Duration }{
+		{500 * time.Millisecond, 2 * time.Second},
+		{100 * time.Millisecond, 5 * time.Second},
+		{15 * time.Second, 10 * time.Second},
+		{time.Second, 100 * time.Millisecond},
+	} {
+		for _, after := range []time.Duration{time.Millisecond, c.timeout / 3, c.timeout / 2, c.timeout - time.Millisecond} {
+			h := heartbeat{interval: c.interval, timeout: c.timeout, woke: origin}
+			probe := origin.Add(c.interval) // the first wake-up probes
+			if b, _ := h.next(probe, origin, 0, writeProgress{}); b != beatProbe {
+				t.Fatalf("first wake-up = %s, want probe", beatNames[b])
+			}
+			lastRead := probe.Add(after) // the last frame the peer ever sends
+			now := probe.Add(h.due.Sub(probe))
+			for range 10000 {
+				action, wait := h.next(now, lastRead, 0, writeProgress{})
+				if action == beatDead {
+					break
+				}
+				now = now.Add(wait)
+			}
+			if got, bound := now.Sub(lastRead), c.interval+c.timeout; got > bound {
+				t.Errorf("%v/%v, last frame %v after the probe: dead %v after it, want ≤ %v",
+					c.interval, c.timeout, after, got, bound)
+			}
+		}
+	}
+}
+
+// TestHeartbeatWriteProgress: acknowledgements behind a backlog that waited
+// at the previous wake-up count as life, and keep a probe queued behind the
+// backlog from timing out; acknowledgements without a backlog (of the
+// probes themselves, by a hung server's kernel) do not, nor does a count
+// that stands still under a backlog (a blackhole), nor one the system does
+// not give.
+func TestHeartbeatWriteProgress(t *testing.T) {
+	origin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	const (
+		interval = 100 * time.Millisecond
+		timeout  = 100 * time.Millisecond
+	)
+	tests := []struct {
+		name     string
+		progress func(i int) writeProgress // at wake-up i
+		dead     bool
+	}{
+		{"acknowledged behind a backlog", func(i int) writeProgress {
+			return writeProgress{acked: uint64(1000 * i), backlog: true, ok: true}
+		}, false},
+		{"acknowledged, the backlog gone for good", func(i int) writeProgress {
+			return writeProgress{acked: uint64(1000 * i), backlog: i < 2, ok: true}
+		}, true},
+		{"acknowledged without a backlog", func(i int) writeProgress {
+			return writeProgress{acked: uint64(6 * i), ok: true}
+		}, true},
+		{"a backlog nothing is acknowledged of", func(int) writeProgress {
+			return writeProgress{acked: 5000, backlog: true, ok: true}
+		}, true},
+		{"no word from the system", func(i int) writeProgress {
+			return writeProgress{acked: uint64(1000 * i), backlog: true}
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := heartbeat{interval: interval, timeout: timeout, woke: origin}
+			now, dead := origin.Add(interval), false
+			for i := 0; i < 100 && !dead; i++ {
+				action, wait := h.next(now, origin, 0, tt.progress(i)) // nothing read after origin
+				dead = action == beatDead
+				now = now.Add(wait)
+			}
+			if dead != tt.dead {
+				t.Errorf("declared dead: %v, want %v", dead, tt.dead)
+			}
+		})
+	}
 }

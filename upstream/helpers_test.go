@@ -103,6 +103,10 @@ func (h *handler) Message(c *upstream.Conn, op ws.OpCode, data []byte) {
 	}
 }
 
+// Flush does nothing: the test handler holds no message back
+// (flushHandler records its calls).
+func (h *handler) Flush(*upstream.Conn) {}
+
 func (h *handler) Lost(c *upstream.Conn, err error) {
 	h.note(fmt.Sprintf("lost %d", c.Gen()))
 	h.report(h.losts, event{gen: c.Gen(), conn: c, err: err, at: time.Now()})
@@ -210,7 +214,7 @@ func newServer(t *testing.T, opts upstreamtest.Options) *upstreamtest.Server {
 // until the client or the server closes it.
 func holdOpen(c *upstreamtest.Conn) { <-c.Context().Done() }
 
-// closePolicy is the default policy of DESIGN.md, with the given floors.
+// closePolicy is the default policy of docs/design.md, with the given floors.
 func closePolicy(t *testing.T, permanent string, restartFloor, tryAgainFloor time.Duration) upstream.ClosePolicy {
 	t.Helper()
 	perm, err := upstream.ParseCodeSet(permanent)
@@ -262,10 +266,18 @@ func scheduledDelays(logs *observer.ObservedLogs) []time.Duration {
 // startClient creates and starts a Client, closed at cleanup.
 func startClient(t *testing.T, opts upstream.Options) *upstream.Client {
 	t.Helper()
+	return startNew(t, opts, func(*upstream.Client) {})
+}
+
+// startNew is startClient, calling before with the new Client before it
+// starts: for an Options callback that needs the Client itself.
+func startNew(t *testing.T, opts upstream.Options, before func(*upstream.Client)) *upstream.Client {
+	t.Helper()
 	c, err := upstream.New(opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	before(c)
 	ctx, cancel := context.WithTimeout(context.Background(), clientLife)
 	c.Start(ctx)
 	t.Cleanup(func() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tetherproxy/tether/internal/proxydial"
 	"go.uber.org/zap"
 )
 
@@ -13,7 +14,13 @@ func lossFields(cause error, attempt int, delay time.Duration) []zap.Field {
 	fields := []zap.Field{zap.Int("attempt", attempt), zap.Duration("delay", delay)}
 	var ce *CloseError
 	var se *StatusError
+	var pe *proxydial.Error
 	switch {
+	case errors.As(cause, &pe):
+		fields = append(fields, zap.String("proxy", pe.Addr))
+		if pe.Status != 0 {
+			fields = append(fields, zap.Int("proxy_status", pe.Status))
+		}
 	case errors.As(cause, &ce):
 		fields = append(fields, zap.Int("close_code", ce.Code), zap.String("close_reason", ce.Reason))
 	case errors.As(cause, &se):

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/tetherproxy/tether/internal/labels"
+	"github.com/tetherproxy/tether/internal/proxydial"
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
 
@@ -28,7 +29,12 @@ import (
 //     handshake included), "http_401", "http_403", "http_429", "http_5xx",
 //     "http_4xx" (any other 4xx), "http_other" (1xx-3xx other than 101; for
 //     an SSE upstream also 204 and a 200 that is not an event stream),
-//     "bad_url", "token" (the token file could not be read).
+//     "bad_url", "token" (the token file could not be read), "subprotocol"
+//     (the upstream accepted with another subprotocol than the app's),
+//     "handshake" (an answer that is no WebSocket handshake: a 101 without a
+//     valid Sec-WebSocket-Accept, headers without end), "proxy" (the HTTP proxy
+//     could not be reached or refused the tunnel), "proxy_auth" (the HTTP
+//     proxy refused or wanted credentials: 407).
 //   - Lost reason: "close" (the upstream sent a close frame; code is its
 //     code, 1005 when the frame had none, and 1009 for an upstream message
 //     or SSE event over MaxMessageBytes), "reset" (TCP reset), "eof" (TCP
@@ -57,30 +63,6 @@ func (nopObserver) Dialed(string)           {}
 func (nopObserver) Lost(string, int)        {}
 func (nopObserver) Confirmed(time.Duration) {}
 
-// Dial results (Observer.Dialed).
-const (
-	dialOK        = "ok"
-	dialRefused   = "refused"
-	dialTimeout   = "timeout"
-	dialDNS       = "dns"
-	dialTLS       = "tls"
-	dialNetwork   = "network"
-	dialBadURL    = "bad_url"
-	dialToken     = "token"
-	dialHTTPOther = "http_other"
-)
-
-// Loss reasons (Observer.Lost).
-const (
-	lossClose     = "close"
-	lossReset     = "reset"
-	lossEOF       = "eof"
-	lossHeartbeat = "heartbeat"
-	lossProtocol  = "protocol"
-	lossRestore   = "restore"
-	lossNetwork   = "network"
-)
-
 // dialResult names the outcome of a dial for Observer.Dialed.
 func dialResult(err error) string {
 	var (
@@ -89,42 +71,57 @@ func dialResult(err error) string {
 		badURL  *badURLError
 		token   *tokenError
 		dnsErr  *net.DNSError
+		subErr  *SubprotocolError
+		hsErr   *HandshakeError
+		proxy   *proxydial.Error
 	)
 	switch {
 	case err == nil:
-		return dialOK
+		return labels.DialOK
+	case errors.As(err, &proxy) && proxy.RejectsCredentials():
+		return labels.DialProxyAuth
+	case errors.As(err, &proxy):
+		return labels.DialProxy
+	case errors.As(err, &subErr):
+		return labels.DialSubprotocol
+	case errors.As(err, &hsErr):
+		return labels.DialHandshake
 	case errors.As(err, &se):
 		return statusResult(se.Status)
 	case errors.As(err, &refusal):
 		return statusResult(refusal.status)
 	case errors.As(err, &badURL):
-		return dialBadURL
+		return labels.DialBadURL
 	case errors.As(err, &token):
-		return dialToken
+		return labels.DialToken
 	case errors.As(err, &dnsErr):
-		return dialDNS
+		return labels.DialDNS
 	case isTLSError(err):
-		return dialTLS
+		return labels.DialTLS
 	case isTimeout(err):
-		return dialTimeout
+		return labels.DialTimeout
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return dialRefused
+		return labels.DialRefused
 	}
-	return dialNetwork
+	return labels.DialNetwork
 }
 
 // statusResult keeps the statuses an operator acts on apart (credentials,
 // rate limiting) and folds the rest into classes, so the label stays bounded.
 func statusResult(status int) string {
 	switch {
-	case status == 401 || status == 403 || status == 429:
-		return "http_" + strconv.Itoa(status)
+	case status == 401:
+		return labels.DialHTTP401
+	case status == 403:
+		return labels.DialHTTP403
+	case status == 429:
+		return labels.DialHTTP429
 	case status >= 500 && status <= 599:
-		return "http_5xx"
+		return labels.DialHTTP5xx
 	case status >= 400 && status <= 499:
-		return "http_4xx"
+		return labels.DialHTTP4xx
 	}
-	return dialHTTPOther
+	return labels.DialHTTPOther
 }
 
 func isTLSError(err error) bool {
@@ -152,23 +149,26 @@ func lossReason(err error) (string, int) {
 	var (
 		ce      *CloseError
 		pe      *wsconn.ProtocolError
+		broken  *BrokenCloseError
 		restore *restoreError
 	)
 	switch {
 	case errors.As(err, &ce):
-		return lossClose, ce.Code
+		return labels.LossClose, ce.Code
+	case errors.As(err, &broken):
+		return labels.LossProtocol, 0
 	case errors.Is(err, ErrHeartbeatTimeout):
-		return lossHeartbeat, 0
+		return labels.LossHeartbeat, 0
 	case errors.As(err, &restore):
-		return lossRestore, 0
+		return labels.LossRestore, 0
 	case errors.As(err, &pe):
-		return lossProtocol, 0
+		return labels.LossProtocol, 0
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE):
-		return lossReset, 0
+		return labels.LossReset, 0
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return lossEOF, 0
+		return labels.LossEOF, 0
 	}
-	return lossNetwork, 0
+	return labels.LossNetwork, 0
 }
 
 // restoreError is a failed Handler.Restore, typed so that a loss can be

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Default close-code lists (DESIGN.md "Close codes"). The permanent codes are
+// Default close-code lists (docs/design.md "Close codes"). The permanent codes are
 // the ones RFC 6455 §7.4.1 defines for a peer that will reject the same
 // traffic again: protocol error, unacceptable data type, invalid payload,
 // policy violation, message too big, missing extension. The reauth codes are
@@ -46,7 +46,8 @@ type codeRange struct{ lo, hi int }
 
 // ParseCodeSet parses a comma-separated list of close codes and inclusive
 // ranges. Spaces around elements are ignored; an empty or blank string is the
-// empty set. Each error names the element at fault, so that the caller only
+// empty set. 1005, 1006 and 1015 are refused on their own: no close frame
+// carries them. Each error names the element at fault, so that the caller only
 // has to prefix the variable name.
 func ParseCodeSet(s string) (CodeSet, error) {
 	if strings.TrimSpace(s) == "" {
@@ -72,6 +73,9 @@ func parseCodeRange(el string, pos int) (codeRange, error) {
 	loText, hiText, isRange := strings.Cut(el, "-")
 	if !isRange {
 		code, err := parseCloseCode(el)
+		if err == nil {
+			err = checkArrives(code)
+		}
 		return codeRange{code, code}, err
 	}
 	lo, err := parseCloseCode(strings.TrimSpace(loText))
@@ -101,6 +105,23 @@ func parseCloseCode(s string) (int, error) {
 	return n, nil
 }
 
+// neverSent are the codes RFC 6455 §7.4.1 forbids in a close frame, with
+// what each stands for. Listed alone they could only be a mistake (a range
+// may span them).
+var neverSent = map[int]string{
+	1005: "a close frame without a code",
+	1006: "a connection that ended without one",
+	1015: "a failed TLS handshake",
+}
+
+// checkArrives refuses a code no upstream sends in a close frame.
+func checkArrives(code int) error {
+	if what, ok := neverSent[code]; ok {
+		return fmt.Errorf("%q: never sent in a close frame (RFC 6455 §7.4.1 reserves it for %s)", strconv.Itoa(code), what)
+	}
+	return nil
+}
+
 // mergeRanges sorts ranges and joins overlapping or adjacent ones, so that
 // Contains is one binary search and String prints a canonical list.
 func mergeRanges(rs []codeRange) []codeRange {
@@ -125,6 +146,27 @@ func (c CodeSet) Contains(code int) bool {
 		return 0
 	})
 	return i < len(c.ranges) && c.ranges[i].lo <= code
+}
+
+// Without returns the codes of c that are not in other.
+func (c CodeSet) Without(other CodeSet) CodeSet {
+	var out []codeRange
+	for _, r := range c.ranges {
+		lo := r.lo
+		for _, o := range other.ranges { // sorted and merged: one pass
+			if o.hi < lo || o.lo > r.hi {
+				continue
+			}
+			if o.lo > lo {
+				out = append(out, codeRange{lo, o.lo - 1})
+			}
+			lo = o.hi + 1
+		}
+		if lo <= r.hi {
+			out = append(out, codeRange{lo, r.hi})
+		}
+	}
+	return CodeSet{ranges: out}
 }
 
 // String returns the canonical list: sorted, merged, ranges written lo-hi.
@@ -247,7 +289,7 @@ func (s StatusClass) String() string {
 // ClassifyStatus classifies the HTTP status of a refused handshake.
 //
 // 401 and 403 are auth failures. Exactly 400, 404, 405 and 410 are permanent
-// (DESIGN.md): a malformed request, a wrong path, a wrong method or a removed
+// (docs/design.md): a malformed request, a wrong path, a wrong method or a removed
 // endpoint will not fix themselves. Every other status is transient: 408,
 // 429 and 5xx are temporary by definition, and the remaining 4xx (409
 // Conflict, 425 Too Early, 423 Locked, ...) as well as unexpected 1xx-3xx

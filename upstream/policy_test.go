@@ -48,6 +48,10 @@ func TestParseCodeSet(t *testing.T) {
 		{in: "5000", wantErr: `"5000": close code out of range 1000-4999`},
 		{in: "99999999999999999999999", wantErr: `"99999999999999999999999": close code out of range 1000-4999`},
 		{in: "1002-5000", wantErr: `range "1002-5000": "5000": close code out of range 1000-4999`},
+		{in: "1005", wantErr: `"1005": never sent in a close frame (RFC 6455 §7.4.1 reserves it for a close frame without a code)`},
+		{in: "1002,1006", wantErr: `"1006": never sent in a close frame (RFC 6455 §7.4.1 reserves it for a connection that ended without one)`},
+		{in: "1015", wantErr: `"1015": never sent in a close frame (RFC 6455 §7.4.1 reserves it for a failed TLS handshake)`},
+		{in: "1000-1015", want: "1000-1015"}, // a range may span them
 		{in: "1002,,1003", wantErr: `empty element at position 2`},
 		{in: "1002,", wantErr: `empty element at position 2`},
 	}
@@ -82,6 +86,31 @@ func TestCodeSetContains(t *testing.T) {
 	var empty upstream.CodeSet
 	if empty.Contains(1000) || empty.String() != "" {
 		t.Errorf("zero CodeSet is not empty: %q", empty.String())
+	}
+}
+
+func TestCodeSetWithout(t *testing.T) {
+	tests := []struct{ set, other, want string }{
+		{"4000-4999", "4001,4003", "4000,4002,4004-4999"},
+		{"4001,4003", "4000-4999", ""},
+		{"1002-1003,1007-1010", "1008", "1002-1003,1007,1009-1010"},
+		{"1002-1003,1007-1010", "", "1002-1003,1007-1010"},
+		{"", "1000-4999", ""},
+		{"1000-1010", "1000,1010", "1001-1009"},
+		{"1000-1010,3000-3010", "1005-3005", "1000-1004,3006-3010"},
+		{"1002", "4000-4999", "1002"},
+	}
+	for _, tt := range tests {
+		got := mustCodeSet(t, tt.set).Without(mustCodeSet(t, tt.other))
+		if got.String() != tt.want {
+			t.Errorf("%q without %q = %q, want %q", tt.set, tt.other, got.String(), tt.want)
+		}
+		for code := 1000; code <= 4999; code++ {
+			want := mustCodeSet(t, tt.set).Contains(code) && !mustCodeSet(t, tt.other).Contains(code)
+			if got.Contains(code) != want {
+				t.Fatalf("%q without %q: Contains(%d) = %v", tt.set, tt.other, code, !want)
+			}
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ func TestResetMidStream(t *testing.T) {
 }
 
 // TestCloseCodeFloors: after a server close the Client reconnects; after
-// 1012 and 1013 not before the configured floor (DESIGN.md "Floors").
+// 1012 and 1013 not before the configured floor (docs/design.md "Floors").
 func TestCloseCodeFloors(t *testing.T) {
 	const (
 		base          = 10 * time.Millisecond
@@ -127,7 +127,7 @@ func TestCloseCodeFloors(t *testing.T) {
 }
 
 // TestAcceptThenDrop: a server that accepts and at once drops every
-// connection must not reset the attempt counter (DESIGN.md "Reset rule"),
+// connection must not reset the attempt counter (docs/design.md "Reset rule"),
 // so the waits keep doubling. Once each connection is confirmed, by a
 // matching message or by staying open for StableAfter, every wait is the
 // first one again.

@@ -24,8 +24,12 @@ type connEvent struct {
 func (c *Client) serve(ctx context.Context, conn *Conn) error {
 	c.setState(StateOpen)
 	c.log.Info("upstream connected", zap.Uint64("gen", conn.gen),
-		zap.Int("attempt", c.failures), zap.String("protocol", conn.protocol))
+		zap.Int("attempt", c.failures), zap.String("protocol", conn.protocol), zap.String("remote", conn.remote),
+		zap.Bool("compressed", conn.compressed))
 	cctx, cancel := context.WithCancel(ctx)
+	// Taken before the reader starts: a resume after the connection's
+	// first message is this connection's to probe.
+	resumed := c.opts.Resume.C()
 	events := make(chan connEvent, 2) // at most one confirmation and one end
 	restored := make(chan error, 1)
 	var progress atomic.Uint64 // a readerProgress
@@ -34,11 +38,15 @@ func (c *Client) serve(ctx context.Context, conn *Conn) error {
 	go func() { defer wg.Done(); c.read(conn, events, &progress) }()
 	go func() { defer wg.Done(); restored <- c.opts.Handler.Restore(cctx, conn) }()
 
-	confirmed, err := c.watch(ctx, conn, events, restored, &progress)
+	confirmed, err := c.watch(ctx, conn, connSignals{events: events, restored: restored, resumed: resumed}, &progress)
 	cancel()
 	conn.ws.Close(ws.StatusNormalClosure, "") // no-op when already closing
 	<-conn.ws.Done()                          // bounded by wsconn's CloseWait
 	wg.Wait()
+	if n := conn.ws.ControlDropped(); n > 0 {
+		c.log.Warn("upstream sent pings faster than tether answered them; only the latest were answered",
+			zap.Uint64("gen", conn.gen), zap.Uint64("pings_unanswered", n))
+	}
 	c.setState(StateLost)
 	if confirmed {
 		c.lostAt = c.opts.now()
@@ -50,12 +58,21 @@ func (c *Client) serve(ctx context.Context, conn *Conn) error {
 	return err
 }
 
+// connSignals are what the watch of one connection waits on besides its
+// timers: the reader's events, the restore result, resumes from sleep.
+type connSignals struct {
+	events   <-chan connEvent
+	restored <-chan error
+	resumed  <-chan struct{}
+}
+
 // watch is the per-connection part of the state machine: confirmation, restore
-// result, heartbeat. It returns whether the connection was confirmed and why it
-// ended.
-func (c *Client) watch(ctx context.Context, conn *Conn, events <-chan connEvent,
-	restored <-chan error, progress *atomic.Uint64) (bool, error) {
-	hb := heartbeat{interval: c.opts.PingInterval, timeout: c.opts.PingTimeout, woke: time.Now()}
+// result, heartbeat, resumes. It returns whether the connection was confirmed
+// and why it ended.
+func (c *Client) watch(ctx context.Context, conn *Conn, sig connSignals, progress *atomic.Uint64) (bool, error) {
+	events, restored, resumed := sig.events, sig.restored, sig.resumed
+	hb := heartbeat{interval: c.opts.PingInterval, timeout: c.opts.PingTimeout, woke: time.Now(),
+		unread: func() bool { return conn.ws.Unread() > 0 }, unwritten: conn.ws.Unwritten}
 	hbTimer := newTimer(hb.interval)
 	defer hbTimer.stop()
 	stable := newTimer(0)
@@ -91,11 +108,24 @@ func (c *Client) watch(ctx context.Context, conn *Conn, events <-chan connEvent,
 			}
 		case <-stable.c():
 			confirm()
+		case <-resumed:
+			// Back from sleep: probe now rather than when the timer, which
+			// did not count the sleep, comes due (Resumes).
+			resumed = c.opts.Resume.C()
+			if hbTimer.t != nil {
+				p := readerProgress(progress.Load())
+				var w writeProgress
+				w.acked, w.backlog, w.ok = conn.ws.WriteProgress()
+				c.probe(ctx, conn)
+				hbTimer.reset(hb.resumed(time.Now(), p, w))
+			}
 		case <-hbTimer.c():
 			// Progress first: a message handed over between the two loads
 			// then counts as moved at the next wake-up, not lost.
 			p := readerProgress(progress.Load())
-			action, next := hb.next(time.Now(), conn.ws.LastRead(), p)
+			var w writeProgress
+			w.acked, w.backlog, w.ok = conn.ws.WriteProgress()
+			action, next := hb.next(time.Now(), conn.ws.LastRead(), p, w)
 			switch action {
 			case beatDead:
 				conn.ws.Abort()
@@ -108,15 +138,6 @@ func (c *Client) watch(ctx context.Context, conn *Conn, events <-chan connEvent,
 	}
 }
 
-// flusher is a Handler that may hold back what Message gave it while more
-// messages wait in the read buffer, to pass them on together (proxy.Session
-// does, to the app socket). The reader calls Flush before every read that may
-// wait for the socket, and before it stops, so nothing is held back while
-// tether waits. Like Message, Flush may block: that is backpressure too.
-type flusher interface {
-	Flush(c *Conn)
-}
-
 // read is the connection's reader goroutine. It marks each message it hands to
 // the Handler in progress (readerProgress), so the heartbeat does not take time
 // spent blocked on the app for silence; a Flush counts as a message.
@@ -126,9 +147,7 @@ func (c *Client) read(conn *Conn, events chan<- connEvent, progress *atomic.Uint
 	for {
 		op, data, err := conn.ws.ReadMessageFlushing(flush)
 		if err != nil {
-			if flush != nil {
-				flush()
-			}
+			flush()
 			events <- connEvent{err: readError(err)}
 			return
 		}
@@ -146,34 +165,35 @@ func (c *Client) read(conn *Conn, events chan<- connEvent, progress *atomic.Uint
 }
 
 // flushFunc returns the call of h's Flush for conn, marked in progress like
-// a message (Flush may block on the app), or nil when h has none. It is
+// a message (Flush may block on the app). It is
 // built here, not in read, to keep read's frame small: the reader of an
 // idle connection parks at the bottom of a deep call chain, and a larger
 // frame there took its stack from 2 to 4 KiB, on every connection.
 //
 //go:noinline
 func flushFunc(h Handler, conn *Conn, progress *atomic.Uint64) func() {
-	fl, ok := h.(flusher)
-	if !ok {
-		return nil
-	}
 	return func() {
 		progress.Add(1)
-		fl.Flush(conn)
+		h.Flush(conn)
 		progress.Add(1)
 	}
 }
 
 // readError maps wsconn's errors to the package's: the upstream's close frame
-// becomes *CloseError, and an oversized upstream message becomes a 1009 close
-// naming the limit, so the app learns why (DESIGN.md "Limits").
+// becomes *CloseError, a close frame that breaks the protocol a permanent
+// *BrokenCloseError, and an oversized upstream message a 1009 close naming
+// the limit, so the app learns why (docs/design.md "Limits").
 func readError(err error) error {
 	var ce *wsconn.CloseError
 	if errors.As(err, &ce) {
 		return &CloseError{Code: int(ce.Code), Reason: ce.Reason}
 	}
 	var pe *wsconn.ProtocolError
-	if errors.As(err, &pe) && pe.Code == ws.StatusMessageTooBig {
+	switch {
+	case !errors.As(err, &pe):
+	case pe.InClose:
+		return &BrokenCloseError{Code: int(pe.PeerCode), Problem: pe.Reason}
+	case pe.Code == ws.StatusMessageTooBig:
 		return &CloseError{Code: int(pe.Code), Reason: "upstream message exceeds TETHER_MAX_MESSAGE_BYTES"}
 	}
 	return err

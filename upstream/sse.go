@@ -22,7 +22,8 @@ import (
 //
 // Concurrency: ReadMessage, ReadMessageFlushing and the stream state read
 // after the reader stopped (lastEventID, retry) belong to the reader
-// goroutine and whoever waited for it; Send, Ping, Close, Abort, Done and LastRead are safe from
+// goroutine and whoever waited for it (id, Conn.EventID, to the reader
+// alone); Send, Ping, Close, Abort, Done and LastRead are safe from
 // any goroutine.
 type sseConn struct {
 	cancel context.CancelFunc // ends the request: unblocks a Read, frees the socket
@@ -32,6 +33,7 @@ type sseConn struct {
 	format SSEFormat
 
 	msg []byte // the message last returned, reused
+	id  string // the id of the event msg was made of (Conn.EventID)
 
 	done chan struct{}
 	once sync.Once
@@ -80,6 +82,7 @@ func (c *sseConn) ReadMessage() (ws.OpCode, []byte, error) {
 		}
 		if it.Kind == sse.KindEvent {
 			c.msg = c.format.appendMessage(c.msg[:0], it.Event)
+			c.id = it.Event.ID
 			return ws.OpText, c.msg, nil
 		}
 	}
@@ -87,7 +90,7 @@ func (c *sseConn) ReadMessage() (ws.OpCode, []byte, error) {
 
 // sseReadError names why a stream ended. An event over the limit becomes a
 // 1009 close, as an oversized WebSocket message does, so the close-code
-// policy decides and the app learns why (DESIGN.md "Limits"). A clean end
+// policy decides and the app learns why (docs/design.md "Limits"). A clean end
 // of the body is the server closing the stream, which EventSource answers
 // by reconnecting, and so does tether.
 func sseReadError(err error) error {
@@ -137,6 +140,19 @@ func (c *sseConn) Done() <-chan struct{} { return c.done }
 
 // LastRead is when the body last delivered bytes.
 func (c *sseConn) LastRead() time.Time { return c.in.last() }
+
+// WriteProgress: tether writes nothing on an event stream.
+func (c *sseConn) WriteProgress() (uint64, bool, bool) { return 0, false, false }
+
+// Unread is 0: net/http keeps the response's socket to itself, so what
+// waits below the body is not known.
+func (c *sseConn) Unread() int { return 0 }
+
+// Unwritten is false: an event stream writes nothing after its request.
+func (c *sseConn) Unwritten() bool { return false }
+
+// ControlDropped: an event stream has no pings.
+func (c *sseConn) ControlDropped() uint64 { return 0 }
 
 // lastEventID is the stream's last event ID string: what the next request
 // sends as Last-Event-ID. Only after the reader has stopped.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tetherproxy/tether/internal/proxydial"
 )
 
 // eventStreamType is the media type of an event stream (HTML Living
@@ -24,14 +26,17 @@ const maxContentTypeShown = 40
 // has its own connection pool, so closing the Client frees its sockets
 // (closeIdle), and its TLS settings are a copy: the HTTP/2 setup writes
 // NextProtos into them, and Options.TLSConfig is shared by every session.
-// It does not use HTTP_PROXY and friends, as the WebSocket dialer does not.
+// Its proxy is Options.Proxy's choice, as for a WebSocket upstream; a
+// refused CONNECT is typed as a *proxydial.Error.
 func newHTTPClient(opts Options) *http.Client {
-	d := &net.Dialer{Timeout: opts.DialTimeout}
+	d := &net.Dialer{Timeout: opts.DialTimeout, Resolver: opts.Resolver}
 	t := &http.Transport{
-		DialContext:           d.DialContext,
-		TLSHandshakeTimeout:   opts.DialTimeout,
-		ResponseHeaderTimeout: opts.DialTimeout,
-		ForceAttemptHTTP2:     true,
+		Proxy:                  httpProxy(opts.Proxy),
+		OnProxyConnectResponse: proxydial.OnConnect,
+		DialContext:            d.DialContext,
+		TLSHandshakeTimeout:    opts.DialTimeout,
+		ResponseHeaderTimeout:  opts.DialTimeout,
+		ForceAttemptHTTP2:      true,
 		// An event stream is incremental: a compressing server or proxy
 		// tends to hold events back until its buffer fills, which would
 		// look like silence to the heartbeat.
@@ -56,10 +61,7 @@ func (c *Client) closeIdle() {
 // (HTML Living Standard §9.2.4, "reestablish the connection"). The whole
 // request, up to the response headers, takes at most DialTimeout.
 func (c *Client) dialSSE(ctx context.Context, gen uint64) (*Conn, error) {
-	if err := checkURL(c.opts.URL, KindSSE); err != nil {
-		return nil, err
-	}
-	header, err := c.requestHeader()
+	header, proxy, err := c.dialSetup(KindSSE)
 	if err != nil {
 		return nil, err
 	}
@@ -73,9 +75,9 @@ func (c *Client) dialSSE(ctx context.Context, gen uint64) (*Conn, error) {
 	resp, err := c.doWithin(req, cancel)
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, proxydial.DialError(err, proxy)
 	}
-	if err := checkStream(resp, time.Now()); err != nil {
+	if err := checkStream(resp, proxy, time.Now()); err != nil {
 		_ = resp.Body.Close()
 		cancel()
 		return nil, err
@@ -138,15 +140,19 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 
 // checkStream applies the status policy to an event stream's response:
 // 200 with an event stream opens it; 204 is the server's "stop"; a 200 with
-// another body is permanent; every other status goes through the same
-// StatusError policy as a refused WebSocket handshake (ClassifyStatus,
-// Retry-After).
-func checkStream(resp *http.Response, now time.Time) error {
-	switch resp.StatusCode {
-	case http.StatusOK:
+// another body is permanent; a 407 through proxy is the proxy's refusal of
+// its credentials; every other status goes through the same StatusError
+// policy as a refused WebSocket handshake (ClassifyStatus, Retry-After).
+func checkStream(resp *http.Response, proxy *url.URL, now time.Time) error {
+	switch {
+	case resp.StatusCode == http.StatusOK:
 		return checkContentType(resp.Header.Get("Content-Type"))
-	case http.StatusNoContent:
+	case resp.StatusCode == http.StatusNoContent:
 		return &streamRefusal{status: http.StatusNoContent}
+	case resp.StatusCode == http.StatusProxyAuthRequired && proxy != nil:
+		// An http:// upstream is requested from the proxy itself, which
+		// answers for itself.
+		return &proxydial.Error{Addr: proxydial.Addr(proxy), Status: resp.StatusCode, Authorized: proxy.User != nil}
 	}
 	e := &StatusError{
 		Status: resp.StatusCode,

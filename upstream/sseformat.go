@@ -17,7 +17,8 @@ const (
 	// when the event was dispatched ("" when none), event its type
 	// ("message" unless the stream named another), data its data.
 	SSEJSON SSEFormat = iota
-	// SSEData: the event's data as it is; id and type are dropped.
+	// SSEData: the event's data as it is; the type is dropped, and the id
+	// is not in the message: Conn.EventID gives it beside it.
 	SSEData
 )
 

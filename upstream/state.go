@@ -9,7 +9,7 @@ import "strconv"
 // and any state → closed. The split between open and confirmed exists because
 // a socket that opens and is immediately dropped (a server crash-looping, a
 // load balancer accepting then resetting) must not reset the backoff attempt
-// counter; only confirmation does (see DESIGN.md "Reset rule").
+// counter; only confirmation does (see docs/design.md "Reset rule").
 type State int
 
 const (

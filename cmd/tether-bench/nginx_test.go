@@ -81,7 +81,9 @@ func TestNginxServesFeed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("through %s: %v", addr, err)
 		}
-		if res.Messages == 0 || res.ProxyCPU <= 0 {
+		// CPU is read from /proc in clock ticks (10 ms): nginx can forward a
+		// short run in less than one, so zero is a reading, not a fault.
+		if res.Messages == 0 || res.ProxyCPU < 0 {
 			t.Fatalf("through %s: %d messages, proxy CPU %v", addr, res.Messages, res.ProxyCPU)
 		}
 	}

@@ -24,7 +24,8 @@ const (
 	adminMaxHeaderBytes    = 16 << 10
 )
 
-// adminServer serves /healthz, /readyz and /metrics.
+// adminServer serves /healthz, /readyz, /metrics, and the status page: / in
+// HTML and /status in JSON.
 //
 // Concurrency: Start is called once; Shutdown may be called any number of times,
 // from any goroutine, and returns only after the serving goroutine has exited.
@@ -37,16 +38,32 @@ type adminServer struct {
 	done chan struct{} // closed when Serve returns; nil before Start
 }
 
+// adminHandlers are what the admin server answers besides /healthz.
+type adminHandlers struct {
+	// Ready reports readiness within the probe request's context: nil
+	// error means ready, and a nil func is always ready.
+	Ready func(context.Context) error
+	// Pressure describes memory budget pressure for /readyz, "" when there
+	// is none; nil: never. A full budget does not make tether unready: it
+	// still admits apps, each with its guaranteed share, and failing the
+	// probe would take the pod out of its Service because one app stopped
+	// reading. /readyz says so in its body instead.
+	Pressure func() string
+	// Metrics serves /metrics; nil answers 404 there.
+	Metrics http.Handler
+	// Status builds the status document of / and /status; nil answers 404
+	// there.
+	Status statusSource
+}
+
 // newAdminServer prepares (but does not start) the admin server on addr.
-// ready reports readiness (nil means ready; a nil func is always ready) within
-// the probe request's context; metrics serves /metrics (nil answers 404 there).
-func newAdminServer(addr string, ready func(context.Context) error, metrics http.Handler, log *zap.Logger) *adminServer {
+func newAdminServer(addr string, h adminHandlers, log *zap.Logger) *adminServer {
 	log = log.Named("admin")
 	return &adminServer{
 		addr: addr,
 		log:  log,
 		srv: &http.Server{
-			Handler:           adminMux(ready, metrics),
+			Handler:           adminMux(h, log),
 			ReadHeaderTimeout: adminReadHeaderTimeout,
 			ReadTimeout:       adminReadTimeout,
 			WriteTimeout:      adminWriteTimeout,
@@ -57,7 +74,8 @@ func newAdminServer(addr string, ready func(context.Context) error, metrics http
 	}
 }
 
-func adminMux(ready func(context.Context) error, metrics http.Handler) *http.ServeMux {
+func adminMux(h adminHandlers, log *zap.Logger) *http.ServeMux {
+	ready := h.Ready
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		// Liveness: answering at all proves the process is not wedged. Never tie
@@ -71,10 +89,20 @@ func adminMux(ready func(context.Context) error, metrics http.Handler) *http.Ser
 				return
 			}
 		}
+		if h.Pressure != nil {
+			if p := h.Pressure(); p != "" {
+				writePlain(w, http.StatusOK, "ready; "+p)
+				return
+			}
+		}
 		writePlain(w, http.StatusOK, "ready")
 	})
-	if metrics != nil {
-		mux.Handle("GET /metrics", metrics)
+	if h.Metrics != nil {
+		mux.Handle("GET /metrics", h.Metrics)
+	}
+	if h.Status != nil {
+		mux.Handle("GET /{$}", statusPage(h.Status, log))
+		mux.Handle("GET /status", statusJSON(h.Status, log))
 	}
 	return mux
 }

@@ -18,7 +18,7 @@ import (
 // startAdmin runs an admin server on a free loopback port and returns its base URL.
 func startAdmin(t *testing.T, ready func(context.Context) error, metrics http.Handler) (*adminServer, string) {
 	t.Helper()
-	a := newAdminServer("127.0.0.1:0", ready, metrics, zap.NewNop())
+	a := newAdminServer("127.0.0.1:0", adminHandlers{Ready: ready, Metrics: metrics}, zap.NewNop())
 	addr, err := a.Start()
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -120,7 +120,7 @@ func TestAdminRejectsOversizedHeaders(t *testing.T) {
 // Shutdown must return promptly even with an idle client connection open,
 // and the port must be released (the serving goroutine has exited).
 func TestAdminShutdown(t *testing.T) {
-	a := newAdminServer("127.0.0.1:0", nil, nil, zap.NewNop())
+	a := newAdminServer("127.0.0.1:0", adminHandlers{}, zap.NewNop())
 	addr, err := a.Start()
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -176,7 +176,7 @@ func TestAdminShutdownDeadline(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	a := newAdminServer("127.0.0.1:0", nil, slow, zap.NewNop())
+	a := newAdminServer("127.0.0.1:0", adminHandlers{Metrics: slow}, zap.NewNop())
 	addr, err := a.Start()
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -203,14 +203,14 @@ func TestAdminShutdownDeadline(t *testing.T) {
 }
 
 func TestAdminShutdownBeforeStart(t *testing.T) {
-	a := newAdminServer("127.0.0.1:0", nil, nil, zap.NewNop())
+	a := newAdminServer("127.0.0.1:0", adminHandlers{}, zap.NewNop())
 	if err := a.Shutdown(context.Background()); err != nil {
 		t.Errorf("Shutdown before Start: %v", err)
 	}
 }
 
 func TestAdminStartError(t *testing.T) {
-	a := newAdminServer("256.0.0.1:0", nil, nil, zap.NewNop())
+	a := newAdminServer("256.0.0.1:0", adminHandlers{}, zap.NewNop())
 	if _, err := a.Start(); err == nil {
 		t.Error("Start on an invalid address succeeded")
 	}

@@ -7,12 +7,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/proxy"
 )
 
 // openListener is one TETHER_LISTEN entry, bound.
 type openListener struct {
-	spec listener
+	spec config.Listener
 	ln   net.Listener
 }
 
@@ -21,13 +22,13 @@ type openListener struct {
 // the entry: tether serves all its listeners or none, since an app told to
 // use a listener that is missing would fail in a way that is hard to trace
 // back.
-func openListeners(list listenList, mode socketMode, log *zap.Logger) ([]openListener, error) {
+func openListeners(list config.ListenList, mode config.SocketMode, log *zap.Logger) ([]openListener, error) {
 	out := make([]openListener, 0, len(list))
 	for _, spec := range list {
 		ln, err := bind(spec, fs.FileMode(mode), log)
 		if err != nil {
 			closeListeners(out)
-			return nil, fmt.Errorf("listen on TETHER_LISTEN entry %d %q: %w", spec.pos, spec.String(), err)
+			return nil, fmt.Errorf("listen on TETHER_LISTEN entry %d %q: %w", spec.Pos, spec.String(), err)
 		}
 		out = append(out, openListener{spec: spec, ln: ln})
 	}
@@ -36,18 +37,18 @@ func openListeners(list listenList, mode socketMode, log *zap.Logger) ([]openLis
 
 // bind opens one entry's socket. An sse:// entry's listener carries its
 // path, which ServeKind serves (proxy.SSEListener).
-func bind(spec listener, mode fs.FileMode, log *zap.Logger) (net.Listener, error) {
-	switch spec.kind {
+func bind(spec config.Listener, mode fs.FileMode, log *zap.Logger) (net.Listener, error) {
+	switch spec.Kind {
 	case proxy.ListenerUnix:
-		return listenUnix(spec.addr, mode, log)
+		return listenUnix(spec.Addr, mode, log)
 	case proxy.ListenerSSE:
-		ln, err := net.Listen("tcp", spec.addr)
+		ln, err := net.Listen("tcp", spec.Addr)
 		if err != nil {
 			return nil, err
 		}
-		return &proxy.SSEListener{Listener: ln, Path: spec.path}, nil
+		return &proxy.SSEListener{Listener: ln, Path: spec.Path}, nil
 	}
-	return net.Listen("tcp", spec.addr)
+	return net.Listen("tcp", spec.Addr)
 }
 
 // closeListeners closes listeners that were never served.

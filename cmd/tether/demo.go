@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/internal/demo"
 )
 
@@ -37,7 +38,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // TETHER_* values: the same configuration parsing and validation, the same
 // proxy, upstream client and drain.
 func demoTether(ctx context.Context, env map[string]string, log *zap.Logger, ready chan<- net.Addr) error {
-	cfg, err := LoadConfig(env)
+	cfg, err := config.Load(env)
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,17 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gobwas/ws"
+	"go.uber.org/zap"
 
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
@@ -185,5 +190,50 @@ func TestSIGTERMDuringSlowDial(t *testing.T) {
 	}
 	if took := time.Since(start); took > drain+drainSlack {
 		t.Errorf("exit took %v after SIGTERM, want ≤ %v", took, drain+drainSlack)
+	}
+}
+
+// TestDrainDuringFirstDial: SIGTERM while an app's handshake waits for the
+// first upstream dial (TETHER_ACCEPT_WAIT=30s, the upstream accepted TCP and
+// never answers) answers that handshake 503 at once, instead of holding it
+// for the whole drain deadline and then upgrading it to a socket that dies
+// without a close frame, and tether exits 0 within the drain timeout.
+func TestDrainDuringFirstDial(t *testing.T) {
+	const drain = 2 * time.Second
+	url, requests := silentUpstream(t)
+	r := startProxy(t, map[string]string{
+		"TETHER_UPSTREAM_URL":  url,
+		"TETHER_DIAL_TIMEOUT":  "1m",
+		"TETHER_ACCEPT_WAIT":   "30s",
+		"TETHER_DRAIN_TIMEOUT": drain.String(),
+	})
+	dialed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		conn, _, _, err := ws.Dialer{}.Dial(ctx, r.appURL)
+		if conn != nil {
+			_ = conn.Close()
+		}
+		dialed <- err
+	}()
+	select {
+	case <-requests: // the app's handshake now waits for this dial
+	case <-time.After(waitLimit):
+		t.Fatalf("no upstream dial within %v", waitLimit)
+	}
+	took, err := r.stop(t)
+	if err != nil {
+		t.Errorf("serveProxy after cancel = %v, want nil (exit code %d, want 0)", err, exitCode(err, testWriter{t}))
+	}
+	if took > drain+drainSlack {
+		t.Errorf("drain took %v, want ≤ TETHER_DRAIN_TIMEOUT %v + %v", took, drain, drainSlack)
+	}
+	var se ws.StatusError
+	if err := <-dialed; !errors.As(err, &se) || int(se) != http.StatusServiceUnavailable {
+		t.Errorf("app handshake during the drain: %v, want HTTP 503", err)
+	}
+	if n := r.logs.FilterMessage("app handshake refused").FilterField(zap.String("reason", "draining")).Len(); n != 1 {
+		t.Errorf("%d handshakes refused as draining, want 1", n)
 	}
 }

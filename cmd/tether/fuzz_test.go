@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/proxy"
 )
 
@@ -22,7 +23,7 @@ const (
 
 // FuzzLoadConfig parses arbitrary values of a few variables, next to a token
 // file, a secret header and a URL carrying a password and a query token.
-// LoadConfig never panics; a refusal is a *configError whose problems each
+// config.Load never panics; a refusal is a *config.Error whose problems each
 // name a known variable on one line and never quote a credential; a
 // configuration it accepts is one proxy.New accepts too, and its redacted
 // URL hides the credentials.
@@ -48,7 +49,7 @@ func FuzzLoadConfig(f *testing.F) {
 			"TETHER_BACKOFF_BASE":        backoff,
 		}
 		inputs := strings.Join([]string{host, headers, listen, origins, maxMessage, codes, subscribe, backoff}, "\x00")
-		cfg, err := LoadConfig(env)
+		cfg, err := config.Load(env)
 		if err != nil {
 			checkConfigError(t, err, inputs)
 			return
@@ -66,17 +67,16 @@ func FuzzLoadConfig(f *testing.F) {
 // checkConfigError: every problem names a known variable, on one line, and
 // quotes no credential the fuzzed values did not contain themselves.
 func checkConfigError(t *testing.T, err error, inputs string) {
-	var cerr *configError
+	var cerr *config.Error
 	if !errors.As(err, &cerr) {
-		t.Fatalf("error %T is not a *configError: %v", err, err)
+		t.Fatalf("error %T is not a *config.Error: %v", err, err)
 	}
 	known := map[string]bool{}
-	for _, v := range configVariables() {
-		known[v.name] = true
+	for _, v := range config.Variables() {
+		known[v.Name] = true
 	}
-	for _, e := range flattenErrors(cerr.Err) {
-		var p *problem
-		if !errors.As(e, &p) || !known[p.name] {
+	for _, e := range cerr.Problems() {
+		if name, ok := config.ProblemVariable(e); !ok || !known[name] {
 			t.Errorf("problem %q does not name a known variable", e)
 		}
 		if strings.ContainsAny(e.Error(), "\r\n") {
@@ -88,7 +88,7 @@ func checkConfigError(t *testing.T, err error, inputs string) {
 
 // checkAccepted: the configuration builds a proxy, and the URL as logged
 // hides its credentials.
-func checkAccepted(t *testing.T, cfg Config, inputs string, secrets []string) {
+func checkAccepted(t *testing.T, cfg config.Config, inputs string, secrets []string) {
 	opts, err := proxyOptions(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatalf("proxyOptions refused an accepted configuration: %v", err)

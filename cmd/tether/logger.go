@@ -1,20 +1,13 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-)
 
-// logLevels are the accepted values of TETHER_LOG_LEVEL.
-var logLevels = map[string]zapcore.Level{
-	"debug": zapcore.DebugLevel,
-	"info":  zapcore.InfoLevel,
-	"warn":  zapcore.WarnLevel,
-	"error": zapcore.ErrorLevel,
-}
+	"github.com/tetherproxy/tether/internal/config"
+)
 
 // newLogger builds the root logger writing to w.
 //
@@ -23,11 +16,11 @@ var logLevels = map[string]zapcore.Level{
 // an operator needs to count. No caller or stack traces: log lines here describe
 // network events, not bugs, and tether's messages are unique enough to grep.
 func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
-	lvl, err := parseLogLevel(level)
+	lvl, err := config.ParseLogLevel(level)
 	if err != nil {
 		return nil, err
 	}
-	enc, err := newLogEncoder(format)
+	enc, err := config.NewLogEncoder(format)
 	if err != nil {
 		return nil, err
 	}
@@ -35,33 +28,4 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	sink := zapcore.Lock(zapcore.AddSync(w))
 	core := zapcore.NewCore(enc, sink, lvl)
 	return zap.New(core, zap.ErrorOutput(sink)), nil
-}
-
-// parseLogLevel accepts only the four levels tether logs at; zap's own parser
-// would also take "dpanic", "panic" and "fatal", which hide every line tether writes.
-func parseLogLevel(level string) (zapcore.Level, error) {
-	lvl, ok := logLevels[level]
-	if !ok {
-		return 0, fmt.Errorf("invalid log level %q: use debug, info, warn or error", level)
-	}
-	return lvl, nil
-}
-
-func newLogEncoder(format string) (zapcore.Encoder, error) {
-	switch format {
-	case "json":
-		cfg := zap.NewProductionEncoderConfig() // ts, level, logger, msg
-		cfg.EncodeTime = zapcore.ISO8601TimeEncoder
-		return zapcore.NewJSONEncoder(cfg), nil
-	case "console":
-		cfg := zap.NewDevelopmentEncoderConfig()
-		cfg.EncodeTime = zapcore.ISO8601TimeEncoder
-		// Colour codes end up as garbage in files and kubectl logs.
-		cfg.EncodeLevel = zapcore.CapitalLevelEncoder
-		cfg.CallerKey = zapcore.OmitKey
-		cfg.StacktraceKey = zapcore.OmitKey
-		return zapcore.NewConsoleEncoder(cfg), nil
-	default:
-		return nil, fmt.Errorf("invalid log format %q: use json or console", format)
-	}
 }

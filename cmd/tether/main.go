@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/tetherproxy/tether/internal/config"
 )
 
 func main() {
@@ -50,7 +52,7 @@ func exitCode(err error, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stderr, "tether:", err)
-	var ce *configError
+	var ce *config.Error
 	var ue *usageError
 	if errors.As(err, &ce) || errors.As(err, &ue) {
 		return 2
@@ -70,6 +72,10 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 		return runSidecar(ctx, env, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
+	case "service":
+		return runServiceCommand(ctx, args[1:], env, stdout)
+	case "status":
+		return runStatus(ctx, args[1:], env, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/internal/metrics"
 	"github.com/tetherproxy/tether/proxy"
 )
@@ -31,7 +32,7 @@ func newMetrics() (*prometheus.Registry, *metrics.Metrics, error) {
 // instrument plugs the collectors into the proxy's options and, through them,
 // into every session's upstream client. The configured close-code classes
 // name application close codes in tether_upstream_disconnects_total{code}.
-func instrument(opts *proxy.Options, cfg Config, m *metrics.Metrics) {
+func instrument(opts *proxy.Options, cfg config.Config, m *metrics.Metrics) {
 	opts.Metrics = m
 	opts.Upstream.Observer = metrics.UpstreamObserver{
 		Metrics:   m,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gobwas/ws"
 
-	"github.com/tetherproxy/tether/internal/metrics"
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
@@ -159,7 +159,7 @@ func TestMetricsOutageAndRejections(t *testing.T) {
 	awaitMetric(t, r.adminURL, "tether_outbox_messages", nil, 0)
 }
 
-// TestMetricsExposition: every metric of DESIGN.md "Operations" and of the
+// TestMetricsExposition: every metric of docs/design.md "Operations" and of the
 // README is served, build info carries the version, the Go and process
 // collectors are there, and no tether_* series has a label outside the
 // documented, bounded set (no session id, no URL).
@@ -172,7 +172,8 @@ func TestMetricsExposition(t *testing.T) {
 		"tether_reconnect_seconds", "tether_messages_total", "tether_duplicates_dropped_total",
 		"tether_gaps_total", "tether_replayed_messages_total", "tether_outbox_messages",
 		"tether_outbox_dropped_total", "tether_recoveries_total", "tether_app_handshake_rejections_total",
-		"tether_held_bytes", "tether_draining", "tether_build_info", "tether_app_dropped_total", "go_goroutines",
+		"tether_held_bytes", "tether_sse_resumes_total", "tether_draining", "tether_build_info", "tether_app_dropped_total", "go_goroutines",
+		"go_gc_heap_live_bytes",
 	} {
 		if _, ok := m[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)
@@ -200,32 +201,28 @@ func TestMetricsExposition(t *testing.T) {
 // The label values the proxy emits are the ones internal/metrics documents
 // and pre-creates.
 func TestProxyLabelsMatchMetrics(t *testing.T) {
-	if proxy.DirectionAppToUpstream != metrics.DirectionAppToUpstream ||
-		proxy.DirectionUpstreamToApp != metrics.DirectionUpstreamToApp {
-		t.Error("proxy and internal/metrics disagree on message directions")
-	}
-	if string(proxy.ListenerWS) != metrics.ListenerWS || string(proxy.ListenerUnix) != metrics.ListenerUnix ||
-		string(proxy.ListenerTCP) != metrics.ListenerTCP || string(proxy.ListenerSSE) != metrics.ListenerSSE {
+	if string(proxy.ListenerWS) != labels.ListenerWS || string(proxy.ListenerUnix) != labels.ListenerUnix ||
+		string(proxy.ListenerTCP) != labels.ListenerTCP || string(proxy.ListenerSSE) != labels.ListenerSSE {
 		t.Error("proxy and internal/metrics disagree on listener kinds")
 	}
 	up := scriptedUpstream(t)
 	r := startProxy(t, map[string]string{"TETHER_UPSTREAM_URL": up.URL()})
 	m := scrape(t, r.adminURL)
-	for _, reason := range []string{proxy.RejectMaxSessions, proxy.RejectDraining, proxy.RejectUpstreamPermanent,
-		proxy.RejectBadRequest, proxy.RejectTimeout, proxy.RejectAborted,
-		proxy.RejectOrigin, proxy.RejectHost, proxy.RejectHeadersTooLarge, proxy.RejectPath} {
+	for _, reason := range []string{labels.RejectMaxSessions, labels.RejectDraining, labels.RejectUpstreamPermanent,
+		labels.RejectBadRequest, labels.RejectTimeout, labels.RejectAborted,
+		labels.RejectOrigin, labels.RejectHost, labels.RejectHeadersTooLarge, labels.RejectPath} {
 		if _, ok := sample(m, "tether_app_handshake_rejections_total", map[string]string{"reason": reason}); !ok {
 			t.Errorf("rejection reason %q is not pre-created by internal/metrics", reason)
 		}
 	}
-	for _, reason := range []string{proxy.DropTooLarge, proxy.DropInvalidUTF8, proxy.DropUnterminated,
-		proxy.DropBinary, proxy.DropNewline, proxy.DropReadOnly} {
+	for _, reason := range []string{labels.DropTooLarge, labels.DropInvalidUTF8, labels.DropUnterminated,
+		labels.DropBinary, labels.DropNewline, labels.DropReadOnly, labels.DropUnframed, labels.DropEnded, labels.DropUnsent} {
 		if _, ok := sample(m, "tether_app_dropped_total", map[string]string{"reason": reason}); !ok {
 			t.Errorf("drop reason %q is not pre-created by internal/metrics", reason)
 		}
 	}
 	for _, kind := range []proxy.ListenerKind{proxy.ListenerWS, proxy.ListenerUnix, proxy.ListenerTCP, proxy.ListenerSSE} {
-		for _, dir := range []string{proxy.DirectionAppToUpstream, proxy.DirectionUpstreamToApp} {
+		for _, dir := range []string{labels.DirectionAppToUpstream, labels.DirectionUpstreamToApp} {
 			if _, ok := sample(m, "tether_messages_total", map[string]string{"direction": dir, "listener": string(kind)}); !ok {
 				t.Errorf("tether_messages_total{direction=%q,listener=%q} is not pre-created", dir, kind)
 			}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
 
@@ -53,9 +54,9 @@ func startProxy(t *testing.T, env map[string]string) *running {
 	for k, v := range env {
 		full[k] = v
 	}
-	cfg, err := LoadConfig(full)
+	cfg, err := config.Load(full)
 	if err != nil {
-		t.Fatalf("LoadConfig: %v", err)
+		t.Fatalf("config.Load: %v", err)
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Core()))

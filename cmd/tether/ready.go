@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream"
 )
@@ -19,7 +20,7 @@ const readyProbeTTL = 5 * time.Second
 // readiness is the /readyz check: the proxy accepts apps and is not draining,
 // and, with TETHER_READY_REQUIRES_UPSTREAM, the upstream accepted a probe dial
 // made with the sessions' own options (URL, headers, token, TLS).
-func readiness(cfg Config, srv *proxy.Server, up upstream.Options, log *zap.Logger) func(context.Context) error {
+func readiness(cfg config.Config, srv *proxy.Server, up upstream.Options, log *zap.Logger) func(context.Context) error {
 	if !cfg.ReadyRequiresUpstream {
 		return func(context.Context) error { return srv.Ready() }
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
 
@@ -156,15 +157,15 @@ func awaitReadyz(t *testing.T, adminURL string, done func(code int, body string)
 }
 
 func TestReadyRequiresUpstreamConfig(t *testing.T) {
-	cfg, err := LoadConfig(map[string]string{"TETHER_UPSTREAM_URL": "ws://127.0.0.1:1/"})
+	cfg, err := config.Load(map[string]string{"TETHER_UPSTREAM_URL": "ws://127.0.0.1:1/"})
 	if err != nil || cfg.ReadyRequiresUpstream {
 		t.Fatalf("default: ReadyRequiresUpstream = %v (%v), want false", cfg.ReadyRequiresUpstream, err)
 	}
-	cfg, err = LoadConfig(map[string]string{"TETHER_UPSTREAM_URL": "ws://127.0.0.1:1/", "TETHER_READY_REQUIRES_UPSTREAM": "true"})
+	cfg, err = config.Load(map[string]string{"TETHER_UPSTREAM_URL": "ws://127.0.0.1:1/", "TETHER_READY_REQUIRES_UPSTREAM": "true"})
 	if err != nil || !cfg.ReadyRequiresUpstream {
 		t.Fatalf("true: ReadyRequiresUpstream = %v (%v), want true", cfg.ReadyRequiresUpstream, err)
 	}
-	_, err = LoadConfig(map[string]string{"TETHER_UPSTREAM_URL": "ws://127.0.0.1:1/", "TETHER_READY_REQUIRES_UPSTREAM": "sometimes"})
+	_, err = config.Load(map[string]string{"TETHER_UPSTREAM_URL": "ws://127.0.0.1:1/", "TETHER_READY_REQUIRES_UPSTREAM": "sometimes"})
 	if err == nil || !strings.Contains(err.Error(), "TETHER_READY_REQUIRES_UPSTREAM") {
 		t.Errorf("invalid value: %v, want an error naming TETHER_READY_REQUIRES_UPSTREAM", err)
 	}

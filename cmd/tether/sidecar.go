@@ -10,7 +10,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/internal/gapfill"
+	"github.com/tetherproxy/tether/internal/protocol"
+	"github.com/tetherproxy/tether/internal/status"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream"
 )
@@ -20,28 +23,55 @@ import (
 const shutdownGrace = 5 * time.Second
 
 // runSidecar loads the configuration and runs the proxy until ctx ends.
+// Variables of TETHER_ENV_FILE count as set in the environment, under it.
 func runSidecar(ctx context.Context, env map[string]string, stderr io.Writer) error {
-	cfg, err := LoadConfig(env)
+	env, origins, err := config.WithEnvFile(env)
 	if err != nil {
+		return &config.Error{Err: err}
+	}
+	cfg, err := config.Load(env)
+	if err != nil {
+		config.AnnotateOrigins(err, origins)
 		return err
 	}
 	log, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	if err != nil {
-		return &configError{Err: err}
+		return &config.Error{Err: err}
 	}
 	defer func() { _ = log.Sync() }()
-	return serveProxy(ctx, cfg, log, nil)
+	plan, err := planMemory(cfg, systemCgroup, env)
+	if err != nil {
+		return &config.Error{Err: err}
+	}
+	plan.apply(cfg, log)
+	return servePlanned(ctx, cfg, plan, log, nil)
 }
 
-// serveProxy listens, serves apps and the admin server, and drains on ctx's end.
+// serveProxy is servePlanned with the memory budget planned from cfg and
+// the cgroup the process sees, GOMEMLIMIT left alone (tests, demo).
 // ready, when not nil, receives the bound address of the first TETHER_LISTEN
-// entry once every listener is open (tests, demo).
-func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- net.Addr) error {
+// entry once every listener is open.
+func serveProxy(ctx context.Context, cfg config.Config, log *zap.Logger, ready chan<- net.Addr) error {
+	plan, err := planMemory(cfg, systemCgroup, map[string]string{"GOMEMLIMIT": "unchanged"})
+	if err != nil {
+		return &config.Error{Err: err}
+	}
+	return servePlanned(ctx, cfg, plan, log, ready)
+}
+
+// servePlanned listens, serves apps and the admin server under the memory
+// budget plan, and drains on ctx's end.
+func servePlanned(ctx context.Context, cfg config.Config, plan memoryPlan, log *zap.Logger, ready chan<- net.Addr) error {
 	opts, err := proxyOptions(cfg, log)
 	if err != nil {
-		return &configError{Err: err}
+		return &config.Error{Err: err}
 	}
-	if c := opts.Rules.Sequences.GapFill; c != nil {
+	if opts.Budget, err = plan.newBudget(cfg); err != nil {
+		return &config.Error{Err: err}
+	}
+	stopWatch := watchResumes(ctx, &opts, log)
+	defer stopWatch()
+	if c := opts.Sequences.GapFill; c != nil {
 		defer c.Close() // after the drain: no session fetches any more
 	}
 	reg, m, err := newMetrics()
@@ -54,12 +84,20 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 		return err
 	}
 	m.SetOutboxSource(srv.OutboxMessages)
+	m.SetMemorySource(opts.Budget)
+	stopBudgetWatch := watchBudget(ctx, opts.Budget, budgetWatchEvery, log.Named("memory"))
+	defer stopBudgetWatch()
 	lns, err := openListeners(cfg.Listen, cfg.UnixSocketMode, log)
 	if err != nil {
 		return err
 	}
 	warnSettings(cfg, log)
-	admin := newAdminServer(string(cfg.AdminListen), readiness(cfg, srv, opts.Upstream, log), metricsHandler(reg, log), log)
+	admin := newAdminServer(string(cfg.AdminListen), adminHandlers{
+		Ready:    readiness(cfg, srv, opts.Upstream, log),
+		Pressure: func() string { return status.MemoryOf(opts.Budget).Pressure() },
+		Metrics:  metricsHandler(reg, log),
+		Status:   newStatusSource(srv, cfg),
+	}, log)
 	if cfg.AdminListen != "" {
 		if _, err := admin.Start(); err != nil {
 			closeListeners(lns)
@@ -72,7 +110,7 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 	}
 	served := make(chan error, len(lns))
 	for _, l := range lns {
-		go func() { served <- srv.ServeKind(l.ln, l.spec.kind) }()
+		go func() { served <- srv.ServeKind(l.ln, l.spec.Kind) }()
 	}
 	var serveErr error
 	select {
@@ -86,18 +124,36 @@ func serveProxy(ctx context.Context, cfg Config, log *zap.Logger, ready chan<- n
 	return errors.Join(serveErr, drain(srv, admin, cfg, log, served, pending))
 }
 
+// watchResumes starts the watch for resumes from sleep that every session's
+// upstream client listens to (upstream.Resumes: a laptop's dead connections
+// are probed at once when it wakes, not when the heartbeat, whose timers
+// did not count the sleep, comes due). The returned stop ends the watch and
+// waits for it.
+func watchResumes(ctx context.Context, opts *proxy.Options, log *zap.Logger) (stop func()) {
+	resumes := upstream.NewResumes()
+	opts.Upstream.Resume = resumes
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resumes.Watch(wctx, upstream.WatchOptions{Logger: log.Named("upstream")})
+	}()
+	return func() { cancel(); <-done }
+}
+
 // logStarted writes one "listening" line per listener, then "tether
 // started" with the first listener's address in listen (what scripts and
 // the demo read) and every listener in listeners.
-func logStarted(cfg Config, lns []openListener, log *zap.Logger) {
+func logStarted(cfg config.Config, lns []openListener, log *zap.Logger) {
 	all := make([]string, len(lns))
 	for i, l := range lns {
-		all[i] = string(l.spec.kind) + "://" + l.ln.Addr().String() + l.spec.path
-		log.Info("listening", zap.String("kind", string(l.spec.kind)), zap.Stringer("addr", l.ln.Addr()),
+		all[i] = string(l.spec.Kind) + "://" + l.ln.Addr().String() + l.spec.Path
+		log.Info("listening", zap.String("kind", string(l.spec.Kind)), zap.Stringer("addr", l.ln.Addr()),
 			zap.String("entry", l.spec.String()))
 	}
 	log.Info("tether started", zap.Stringer("listen", lns[0].ln.Addr()), zap.Strings("listeners", all),
 		zap.String("upstream", cfg.RedactedUpstreamURL()), zap.Stringer("upstream_kind", cfg.Kind()),
+		zap.String("upstream_proxy", cfg.UpstreamProxyText()),
 		zap.String("version", versionString()))
 }
 
@@ -105,14 +161,14 @@ func logStarted(cfg Config, lns []openListener, log *zap.Logger) {
 // settings that have no effect with the listeners configured (a setting that
 // silently does nothing costs an operator hours; refusing them would break a
 // Helm chart that renders every value).
-func warnSettings(cfg Config, log *zap.Logger) {
+func warnSettings(cfg config.Config, log *zap.Logger) {
 	for _, ln := range cfg.Listen {
-		if !ln.isLoopback() {
+		if !ln.IsLoopback() {
 			log.Warn("TETHER_LISTEN is not a loopback address: any host that reaches it can use the upstream credentials",
 				zap.String("listen", ln.String()))
 		}
 	}
-	if cfg.AllowedOrigins.allowsAny() {
+	if cfg.AllowedOrigins.AllowsAny() {
 		log.Warn("TETHER_ALLOWED_ORIGINS=*: every web page the user opens can use the upstream credentials")
 	}
 	for _, name := range ineffectiveSettings(cfg) {
@@ -122,6 +178,9 @@ func warnSettings(cfg Config, log *zap.Logger) {
 	if cfg.Kind() == upstream.KindWebSocket && cfg.SSEFormat != upstream.SSEJSON {
 		log.Warn("setting has no effect with a WebSocket upstream", zap.String("variable", "TETHER_SSE_FORMAT"))
 	}
+	if cfg.Kind() == upstream.KindSSE && cfg.UpstreamCompression != upstream.CompressionAuto {
+		log.Warn("setting has no effect with an SSE upstream", zap.String("variable", "TETHER_UPSTREAM_COMPRESSION"))
+	}
 }
 
 // defaultSSELinger is TETHER_SSE_LINGER's default (its envDefault tag).
@@ -129,9 +188,9 @@ const defaultSSELinger = 30 * time.Second
 
 // ineffectiveSettings names variables set away from their defaults that no
 // configured listener uses.
-func ineffectiveSettings(cfg Config) []string {
+func ineffectiveSettings(cfg config.Config) []string {
 	var names []string
-	if !cfg.Listen.has(proxy.ListenerTCP) {
+	if !cfg.Listen.Has(proxy.ListenerTCP) {
 		if cfg.TCPBinary != proxy.BinaryBase64 {
 			names = append(names, "TETHER_TCP_BINARY")
 		}
@@ -139,13 +198,13 @@ func ineffectiveSettings(cfg Config) []string {
 			names = append(names, "TETHER_TCP_NEWLINE")
 		}
 	}
-	if !cfg.Listen.has(proxy.ListenerUnix) && cfg.UnixSocketMode != defaultSocketMode {
+	if !cfg.Listen.Has(proxy.ListenerUnix) && cfg.UnixSocketMode != config.DefaultSocketMode {
 		names = append(names, "TETHER_UNIX_SOCKET_MODE")
 	}
-	if !cfg.Listen.has(proxy.ListenerSSE) && cfg.SSELinger != defaultSSELinger {
+	if !cfg.Listen.Has(proxy.ListenerSSE) && cfg.SSELinger != defaultSSELinger {
 		names = append(names, "TETHER_SSE_LINGER")
 	}
-	if cfg.ForwardPath && !cfg.Listen.has(proxy.ListenerWS) && !cfg.Listen.has(proxy.ListenerUnix) {
+	if cfg.ForwardPath && !cfg.Listen.Has(proxy.ListenerWS) && !cfg.Listen.Has(proxy.ListenerUnix) {
 		names = append(names, "TETHER_FORWARD_PATH")
 	}
 	return names
@@ -154,7 +213,7 @@ func ineffectiveSettings(cfg Config) []string {
 // drain stops accepting on every listener, closes apps with 1001 over
 // TETHER_DRAIN_TIMEOUT and upstreams with 1000, waits for the pending
 // accept loops to return, then stops the admin server.
-func drain(srv *proxy.Server, admin *adminServer, cfg Config, log *zap.Logger, served <-chan error, pending int) error {
+func drain(srv *proxy.Server, admin *adminServer, cfg config.Config, log *zap.Logger, served <-chan error, pending int) error {
 	log.Info("shutting down", zap.Duration("drain_timeout", cfg.DrainTimeout), zap.Int("sessions", srv.Sessions()))
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout+shutdownGrace)
 	defer cancel()
@@ -175,7 +234,7 @@ func drain(srv *proxy.Server, admin *adminServer, cfg Config, log *zap.Logger, s
 }
 
 // proxyOptions maps the configuration onto the packages' options.
-func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
+func proxyOptions(cfg config.Config, log *zap.Logger) (proxy.Options, error) {
 	tlsConfig, err := cfg.TLSConfig()
 	if err != nil {
 		return proxy.Options{}, err
@@ -187,6 +246,9 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 		Header:    cfg.Header(),
 		TokenFile: cfg.UpstreamTokenFile,
 		TLSConfig: tlsConfig,
+		Proxy:     cfg.ProxyFunc(),
+
+		Compression: cfg.UpstreamCompression,
 
 		DialTimeout: cfg.DialTimeout,
 		Backoff:     upstream.Backoff{Jitter: cfg.BackoffJitter, Base: cfg.BackoffBase, Cap: cfg.BackoffCap},
@@ -202,14 +264,6 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 		HeartbeatMessage: []byte(cfg.HeartbeatMessage),
 		MaxMessageBytes:  int64(cfg.MaxMessageBytes),
 	}
-	if cfg.ConfirmMatch != nil {
-		up.Confirm = cfg.ConfirmMatch.Match
-	}
-	if cfg.HeartbeatReplyMatch != nil {
-		up.HeartbeatReply = cfg.HeartbeatReplyMatch.Match
-	}
-	rules := restoreRules(cfg)
-	rules.Sequences = sequenceRules(cfg, up)
 	return proxy.Options{
 		Upstream:              up,
 		AcceptWait:            cfg.AcceptWait,
@@ -220,9 +274,11 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 		MaxMessageBytes:       int64(cfg.MaxMessageBytes),
 		DownstreamBufferBytes: int64(cfg.DownstreamBufferBytes),
 		Logger:                log.Named("proxy"),
-		Rules:                 rules,
+		Rules:                 messageRules(cfg),
+		Sequences:             sequencePolicy(cfg, up),
+		Protocol:              cfg.Preset(),
 		AllowedOrigins:        cfg.AllowedOrigins,
-		AllowedHosts:          cfg.Listen.allowedHosts(),
+		AllowedHosts:          cfg.Listen.AllowedHosts(),
 		TCPBinary:             cfg.TCPBinary,
 		TCPNewline:            cfg.TCPNewline,
 		ForwardPath:           cfg.ForwardPath,
@@ -230,11 +286,15 @@ func proxyOptions(cfg Config, log *zap.Logger) (proxy.Options, error) {
 	}, nil
 }
 
-// restoreRules maps the TETHER_*_MATCH and *_PATH variables that restore the
-// app on new connections onto the proxy's rules.
-func restoreRules(cfg Config) proxy.Rules {
-	return proxy.Rules{
+// messageRules maps the TETHER_*_MATCH and *_PATH variables onto the rules
+// protocol: those that restore the app on new connections, those that read
+// the upstream's liveness, and where upstream messages carry their sequence
+// numbers.
+func messageRules(cfg config.Config) protocol.Rules {
+	return protocol.Rules{
 		AuthMatch:            cfg.AuthMatch,
+		ConfirmMatch:         cfg.ConfirmMatch,
+		HeartbeatReplyMatch:  cfg.HeartbeatReplyMatch,
 		AuthOKMatch:          cfg.AuthOKMatch,
 		SubscribeMatch:       cfg.SubscribeMatch,
 		UnsubscribeMatch:     cfg.UnsubscribeMatch,
@@ -243,34 +303,49 @@ func restoreRules(cfg Config) proxy.Rules {
 		HideOnReconnectMatch: cfg.HideOnReconnectMatch,
 		AckIDPath:            cfg.AckIDPath,
 		AckMatch:             cfg.AckMatch,
+		SubscriptionEndMatch: cfg.SubscriptionEndMatch,
+		AppPingMatch:         cfg.AppPingMatch,
+		AppPongMessage:       []byte(cfg.AppPongMessage),
+		AppKeepaliveMessage:  []byte(cfg.AppKeepaliveMessage),
+		AppKeepaliveInterval: cfg.AppKeepaliveInterval,
+		Framing:              cfg.Framing,
+		SubscribeReplay:      cfg.SubscribeReplay,
+		SessionMatch:         cfg.SessionMatch,
+		SessionPath:          cfg.SessionPath,
+		SeqPath:              cfg.SeqPath,
+		StreamPath:           cfg.StreamPath,
+		ResyncMatch:          cfg.ResyncMatch,
+		ResyncSeqPath:        cfg.ResyncSeqPath,
+		EpochPath:            cfg.EpochPath,
+		SeqFirstPath:         cfg.SeqFirstPath,
+		SeqPrevPath:          cfg.SeqPrevPath,
 	}
 }
 
-// sequenceRules maps the sequence variables onto the proxy's rules. With
-// TETHER_GAPFILL_URL set, the one HTTP client all sessions share fetches
+// sequencePolicy maps the sequence variables onto the proxy's sequencing
+// policy. With TETHER_GAPFILL_URL or TETHER_RESYNC_URL set, the one HTTP
+// client all sessions share fetches
 // with the upstream's credentials: its static headers, the token file
 // (re-read on every request) and its TLS settings; one request may take the
 // whole gap timeout.
-func sequenceRules(cfg Config, up upstream.Options) proxy.Sequences {
+func sequencePolicy(cfg config.Config, up upstream.Options) proxy.Sequences {
 	s := proxy.Sequences{
-		SessionMatch:  cfg.SessionMatch,
-		SessionPath:   cfg.SessionPath,
 		ResumeMessage: cfg.ResumeMessage,
-		SeqPath:       cfg.SeqPath,
-		StreamPath:    cfg.StreamPath,
-		ResyncMatch:   cfg.ResyncMatch,
-		ResyncSeqPath: cfg.ResyncSeqPath,
+		SeqModel:      cfg.SeqModel,
+		SeqScope:      cfg.SeqScope,
 		GapFillURL:    cfg.GapFillURL,
+		ResyncURL:     cfg.ResyncURL,
 		GapTimeout:    cfg.GapTimeout,
 		GapPolicy:     cfg.GapPolicy,
 		GapNotice:     cfg.GapNotice,
 		HoldMaxBytes:  int(cfg.HoldMaxBytes),
 	}
-	if cfg.GapFillURL.IsSet() {
+	if cfg.GapFillURL.IsSet() || cfg.ResyncURL.IsSet() {
 		s.GapFill = gapfill.NewClient(gapfill.Options{
 			Header:    up.Header.Clone(),
 			TokenFile: up.TokenFile,
 			TLS:       up.TLSConfig,
+			Proxy:     up.Proxy,
 			Timeout:   cfg.GapTimeout,
 		})
 	}

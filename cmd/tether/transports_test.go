@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetherproxy/tether/internal/config/configtest"
+
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"github.com/tetherproxy/tether/proxy"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
@@ -183,7 +186,7 @@ func TestListenerFailureAtStart(t *testing.T) {
 // Every non-loopback entry gets its own warning; unix sockets never do.
 func TestNonLoopbackWarnings(t *testing.T) {
 	needUnixSockets(t)
-	cfg, err := LoadConfig(withURL(map[string]string{
+	cfg, err := config.Load(configtest.WithURL(map[string]string{
 		"TETHER_LISTEN":     "127.0.0.1:8080,0.0.0.0:8081,tcp://10.0.0.5:7000,tcp://[::1]:7001,unix:///run/t.sock",
 		"TETHER_TCP_BINARY": "drop",
 	}))

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"go.uber.org/zap"
 )
 
@@ -46,7 +47,7 @@ func listenUnix(path string, mode fs.FileMode, log *zap.Logger) (net.Listener, e
 	// started yet). The directory's permissions guard the moment between.
 	if err := os.Chmod(path, mode); err != nil {
 		_ = ln.Close()
-		return nil, fmt.Errorf("set socket mode %s: %w", socketMode(mode), err)
+		return nil, fmt.Errorf("set socket mode %s: %w", config.SocketMode(mode), err)
 	}
 	return ln, nil
 }

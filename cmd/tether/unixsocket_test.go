@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tetherproxy/tether/internal/config"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -193,7 +194,7 @@ func TestOpenListenersAllOrNone(t *testing.T) {
 	}
 	defer busy.Close()
 	free := freePort(t)
-	var list listenList
+	var list config.ListenList
 	entries := "unix://" + sock + ",tcp://" + free + ",127.0.0.1:0,tcp://" + busy.Addr().String()
 	if err := list.UnmarshalText([]byte(entries)); err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ type injector struct {
 	rng   *rand.Rand
 	proxy *upstreamtest.FaultProxy
 	feed  *feed
-	watch *outages
+	watch *watcher
 
 	// Written by the injector goroutine, read after stopAndHeal.
 	counts     map[string]int
@@ -47,7 +47,7 @@ type injector struct {
 	wg   sync.WaitGroup
 }
 
-func startInjector(rng *rand.Rand, p *upstreamtest.FaultProxy, f *feed, watch *outages) *injector {
+func startInjector(rng *rand.Rand, p *upstreamtest.FaultProxy, f *feed, watch *watcher) *injector {
 	in := &injector{
 		rng: rng, proxy: p, feed: f, watch: watch,
 		counts: map[string]int{}, stop: make(chan struct{}),

@@ -17,7 +17,7 @@ import (
 // every later connection must resume it.
 const sessionID = "S1"
 
-// feed is the upstream of DESIGN.md's worked example, reduced to one
+// feed is the upstream of docs/design.md's worked example, reduced to one
 // session. The first {"t":"sub"} creates the session, welcomed with seq 0;
 // {"t":"resume","session":S1,"after":N} is answered with a welcome carrying
 // N and the events after N from a buffer of keep events (sized by the test

@@ -1,93 +1,95 @@
 package chaos_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/tetherproxy/tether/upstream"
+	"github.com/tetherproxy/tether/internal/binarytest"
 )
 
-// counts implements proxy.Metrics by counting each event under a name.
-type counts struct {
-	mu sync.Mutex
-	n  map[string]int
+// watcher reads tether's upstream connection from outside the process: its
+// state from the admin /status, its losses from
+// tether_upstream_disconnects_total. It is called from the fault injector,
+// which cannot fail the test: the first error is kept for the test to
+// report.
+type watcher struct {
+	p *binarytest.Process
+
+	mu  sync.Mutex
+	err error
 }
 
-func newCounts() *counts { return &counts{n: map[string]int{}} }
-
-func (c *counts) add(key string, n int) {
-	c.mu.Lock()
-	c.n[key] += n
-	c.mu.Unlock()
+// now reports whether the soak's one session's upstream is confirmed and how
+// many upstream connections tether has lost so far; on an error, not up.
+func (w *watcher) now() (up bool, lost int) {
+	ctx := context.Background()
+	body, err := w.p.Get(ctx, "/status")
+	if err != nil {
+		w.fail(err)
+		return false, 0
+	}
+	var doc struct {
+		Sessions []struct {
+			State string `json:"state"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		w.fail(fmt.Errorf("/status: %w", err))
+		return false, 0
+	}
+	m, err := w.p.Metrics(ctx)
+	if err != nil {
+		w.fail(err)
+		return false, 0
+	}
+	up = len(doc.Sessions) == 1 && doc.Sessions[0].State == "confirmed"
+	return up, int(m["tether_upstream_disconnects_total"])
 }
 
-func (c *counts) get(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[key]
-}
-
-func (c *counts) SessionStarted(string)      { c.add("session started", 1) }
-func (c *counts) SessionEnded(string)        { c.add("session ended", 1) }
-func (c *counts) Message(dir, _ string)      { c.add("message "+dir, 1) }
-func (c *counts) AppDropped(r string)        { c.add("app dropped "+r, 1) }
-func (c *counts) DroppedFromOutbox(n int)    { c.add("dropped from outbox", n) }
-func (c *counts) HandshakeRejected(r string) { c.add("handshake rejected "+r, 1) }
-func (c *counts) DrainStarted()              { c.add("drain started", 1) }
-func (c *counts) Replayed(n int)             { c.add("replayed", n) }
-func (c *counts) DuplicateDropped()          { c.add("duplicate", 1) }
-func (c *counts) Gap(outcome string)         { c.add("gap "+outcome, 1) }
-func (c *counts) Recovered(method string)    { c.add("recovered "+method, 1) }
-func (c *counts) HeldBytesChanged(int)       {}
-
-// outages records the upstream client's losses and how long each lasted,
-// from the loss to the next confirmed connection. record is the
-// Options.OnState callback: it never blocks.
-type outages struct {
-	mu        sync.Mutex
-	lost      int
-	lostAt    time.Time
-	down      bool
-	longest   time.Duration
-	confirmed int
-	up        bool // the last state entered was confirmed
-}
-
-func (o *outages) record(s upstream.State) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.up = s == upstream.StateConfirmed
-	switch s {
-	case upstream.StateLost:
-		o.lost++
-		if !o.down {
-			o.down, o.lostAt = true, time.Now()
-		}
-	case upstream.StateConfirmed:
-		o.confirmed++
-		if o.down {
-			o.down = false
-			o.longest = max(o.longest, time.Since(o.lostAt))
-		}
+func (w *watcher) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
 	}
 }
 
-// now reports whether the upstream is confirmed and how many losses the
-// client has had so far.
-func (o *outages) now() (up bool, lost int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.up, o.lost
+func (w *watcher) firstErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
-func (o *outages) summary() (lost int, longest time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.lost, o.longest
+// longestOutage reads, from tether_reconnect_seconds (loss of a confirmed
+// connection → confirmation of the next), the upper bound of the bucket
+// holding the longest outage; 0 when there was none.
+func longestOutage(m map[string]float64) time.Duration {
+	total := m["tether_reconnect_seconds_count"]
+	if total == 0 {
+		return 0
+	}
+	longest := math.Inf(1)
+	for series, n := range m {
+		le, ok := strings.CutPrefix(series, `tether_reconnect_seconds_bucket{le="`)
+		if !ok || n < total {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSuffix(le, `"}`), 64); err == nil {
+			longest = math.Min(longest, v)
+		}
+	}
+	if math.IsInf(longest, 1) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(longest * float64(time.Second))
 }
 
 // formatCounts prints a map as "k=v, ..." in key order.

@@ -3,21 +3,12 @@ package chaos_test
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/tetherproxy/tether/buffer"
-	"github.com/tetherproxy/tether/internal/rules"
-	"github.com/tetherproxy/tether/internal/template"
-	"github.com/tetherproxy/tether/proxy"
-	"github.com/tetherproxy/tether/upstream"
+	"github.com/tetherproxy/tether/internal/binarytest"
 	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
 
@@ -44,6 +35,9 @@ const (
 
 	publishEvery = 2 * time.Millisecond
 	sendEvery    = 10 * time.Millisecond
+	// outboxMessages is TETHER_OUTBOX_MAX_MESSAGES: ten seconds of the
+	// app's messages (see soakEnv).
+	outboxMessages = int(10 * time.Second / sendEvery)
 )
 
 // settle bounds how long, once the faults stop, tether takes to be
@@ -58,7 +52,7 @@ const settle = dialTimeout + pingInterval + pingTimeout + restartFloor + backoff
 // round and then some.
 const quiet = pingInterval + pingTimeout + 300*time.Millisecond
 
-// TestChaosSoak runs DESIGN.md's worked example under random faults for
+// TestChaosSoak runs docs/design.md's worked example under random faults for
 // TETHER_SOAK_DURATION and checks the ledger (see doc.go). TETHER_SOAK_SEED
 // replays a fault schedule.
 func TestChaosSoak(t *testing.T) {
@@ -78,19 +72,29 @@ func TestChaosSoak(t *testing.T) {
 		t.Fatalf("upstreamtest.NewFaultProxy: %v", err)
 	}
 	t.Cleanup(func() { _ = fp.Close() })
-	m := newCounts()
-	out := &outages{}
-	url := startTether(t, soakOptions(t, fp.URL(), m, out))
+	p := startTether(t, fp.URL())
+	watch := &watcher{p: p}
 
-	a := dialApp(t, url, dialTimeout+slack)
+	a := dialApp(t, "ws://"+p.Listener("ws")+"/", dialTimeout+slack)
 	a.send(t, `{"t":"sub","channel":"a"}`)
 	if !a.waitFor(settle, func(l *appLedger) bool { return l.events > 0 }) {
 		t.Fatalf("no event reached the app within %v of subscribing", settle)
 	}
 	a.startSending(sendEvery)
-	in := startInjector(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), fp, f, out)
+	heap := startHeapSampler(p)
+	began := time.Now()
+	in := startInjector(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), fp, f, watch)
 	soakFor(duration, a)
 	faults, undetected := in.stopAndHeal()
+	// The heap is sampled while the soak's traffic runs: once it stops,
+	// tether allocates too little for a GC to run, and the live heap would
+	// stay at whatever the last one found. What tether relayed meanwhile is
+	// every event published (each reaches the app, the ledger checks it),
+	// every message the app sent and every ack it got.
+	samples, herr := heap.stopAndRead()
+	run := time.Since(began)
+	sl := a.snapshot()
+	relayed := int(f.headNow()) + len(sl.sent) + len(sl.acks)
 	if undetected > 0 {
 		t.Errorf("%d of %d blackholes of a confirmed upstream lasted over %v without the heartbeat declaring it lost",
 			undetected, faults[faultBlackhole], blackholeMin)
@@ -99,7 +103,11 @@ func TestChaosSoak(t *testing.T) {
 
 	head := settleAndStop(t, a, f)
 	checkLedger(t, a.snapshot(), f.ledger(), head)
-	logSummary(t, faults, a.snapshot(), f.ledger(), m, out)
+	if err := watch.firstErr(); err != nil {
+		t.Errorf("reading tether's upstream state: %v", err)
+	}
+	logSummary(t, p, faults, a.snapshot(), f.ledger())
+	checkHeap(t, samples, herr, relayed, run)
 }
 
 // soakFor waits out the soak, or less if the app's socket ends (the ledger
@@ -213,152 +221,98 @@ func reportIDs(t *testing.T, what string, ids []string) {
 	}
 }
 
-func logSummary(t *testing.T, faults map[string]int, l appLedger, fl feedLedger, m *counts, out *outages) {
+func logSummary(t *testing.T, p *binarytest.Process, faults map[string]int, l appLedger, fl feedLedger) {
 	t.Helper()
 	total := 0
 	for _, n := range faults {
 		total += n
 	}
-	lost, longest := out.summary()
 	resent := 0
 	for _, id := range l.sent {
 		resent += max(fl.received[id]-1, 0)
 	}
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	if ms.HeapInuse > maxHeapInuse {
-		t.Errorf("heap in use after the soak: %d KiB, want at most %d KiB", ms.HeapInuse>>10, maxHeapInuse>>10)
+	m, err := p.Metrics(context.Background())
+	if err != nil {
+		t.Errorf("tether's metrics after the soak: %v", err)
+		return
 	}
+	gap := func(outcome string) int { return int(m[`tether_gaps_total{outcome="`+outcome+`"}`]) }
 	t.Logf("faults: %d (%s); handshakes refused with 503: %d", total, formatCounts(faults), fl.refused)
-	t.Logf("reconnects: %d upstream losses, %d resumes answered, longest outage (loss → confirmed) %v, max catch-up %d events",
-		lost, fl.resumes, longest.Round(time.Millisecond), fl.maxReplay)
+	t.Logf("reconnects: %d upstream losses, %d resumes answered, longest outage (loss → confirmed) at most %v, max catch-up %d events",
+		int(m["tether_upstream_disconnects_total"]), fl.resumes, longestOutage(m), fl.maxReplay)
 	t.Logf("events: %d published, %d seen by the app (1..%d), %d duplicates dropped by tether, gaps resync/closed/skipped %d/%d/%d",
-		fl.head, l.events, l.lastSeq, m.get("duplicate"), m.get("gap resync"), m.get("gap closed"), m.get("gap skipped"))
+		fl.head, l.events, l.lastSeq, int(m["tether_duplicates_dropped_total"]), gap("resync"), gap("closed"), gap("skipped"))
 	t.Logf("messages: %d sent by the app, %d distinct ids at the server, %d re-sent copies, %d acknowledged to the app; app socket ended: %t",
 		len(l.sent), len(fl.received), resent, len(l.acks), l.ended != "")
-	t.Logf("heap in use at the end: %d KiB", ms.HeapInuse>>10)
 }
 
-// maxHeapInuse bounds the heap after the soak: every buffer tether keeps is
-// capped by configuration (outbox, hold, downstream queue), so a soak of any
-// length must end well below it.
-const maxHeapInuse = 64 << 20
-
-func mustMatch(t *testing.T, pattern string) *rules.Matcher {
-	t.Helper()
-	mt, err := rules.Compile(pattern)
-	if err != nil {
-		t.Fatalf("Compile(%q): %v", pattern, err)
-	}
-	return mt
-}
-
-func mustPath(t *testing.T, path string) rules.Path {
-	t.Helper()
-	p, err := rules.ParsePath(path)
-	if err != nil {
-		t.Fatalf("ParsePath(%q): %v", path, err)
-	}
-	return p
-}
-
-func mustCodes(t *testing.T, s string) upstream.CodeSet {
-	t.Helper()
-	cs, err := upstream.ParseCodeSet(s)
-	if err != nil {
-		t.Fatalf("ParseCodeSet(%q): %v", s, err)
-	}
-	return cs
-}
-
-func mustResume(t *testing.T, text string) template.ResumeMessage {
-	t.Helper()
-	var rm template.ResumeMessage
-	if err := rm.UnmarshalText([]byte(text)); err != nil {
-		t.Fatalf("resume message %q: %v", text, err)
-	}
-	return rm
-}
-
-// soakOptions is DESIGN.md's worked example configuration with the soak's
+// soakEnv is docs/design.md's worked example configuration with the soak's
 // short durations. The outbox holds far more than the app sends during the
 // longest outage, so overflow (which closes the app) means a leak of
 // acknowledged messages, not a slow reconnect.
-func soakOptions(t *testing.T, upstreamURL string, m *counts, out *outages) proxy.Options {
-	welcome := mustMatch(t, `{"t":"welcome"}`)
-	return proxy.Options{
-		Upstream: upstream.Options{
-			URL:         upstreamURL,
-			DialTimeout: dialTimeout,
-			Backoff:     upstream.Backoff{Jitter: upstream.JitterFull, Base: backoffBase, Cap: backoffCap},
-			StableAfter: stableAfter,
-			Close: upstream.ClosePolicy{
-				Permanent:     mustCodes(t, upstream.DefaultPermanentCodes),
-				Reauth:        mustCodes(t, upstream.DefaultReauthCodes),
-				RestartFloor:  restartFloor,
-				TryAgainFloor: restartFloor,
-			},
-			AuthFailuresMax: 3,
-			PingInterval:    pingInterval,
-			PingTimeout:     pingTimeout,
-			MaxMessageBytes: 1 << 20,
-			Confirm:         welcome.Match,
-			OnState:         out.record,
-		},
-		AcceptWait:            dialTimeout,
-		OutboxMaxMessages:     1 << 14,
-		OutboxMaxBytes:        16 << 20,
-		OutboxOverflow:        buffer.OverflowClose,
-		MaxSessions:           4,
-		MaxMessageBytes:       1 << 20,
-		DownstreamBufferBytes: 4 << 20,
-		HandshakeTimeout:      2 * time.Second,
-		Logger:                zaptest.NewLogger(t, zaptest.Level(zapcore.ErrorLevel)),
-		Metrics:               m,
-		Rules: proxy.Rules{
-			SubscribeMatch:       mustMatch(t, `{"t":"sub"}`),
-			UnsubscribeMatch:     mustMatch(t, `{"t":"unsub"}`),
-			SubscriptionKey:      mustPath(t, "channel"),
-			HideOnReconnectMatch: welcome,
-			AckIDPath:            mustPath(t, "id"),
-			AckMatch:             mustMatch(t, `{"t":"ack"}`),
-			Sequences: proxy.Sequences{
-				SessionMatch:  welcome,
-				SessionPath:   mustPath(t, "session"),
-				ResumeMessage: mustResume(t, `{"t":"resume","session":{{json .Session}},"after":{{.LastSeq}}}`),
-				SeqPath:       mustPath(t, "seq"),
-				ResyncMatch:   mustMatch(t, `{"t":"welcome","resync":true}`),
-				ResyncSeqPath: mustPath(t, "seq"),
-				GapTimeout:    settle,
-			},
-		},
+//
+// Its message cap, outboxMessages, also bounds the window of recent ack ids
+// each session keeps to hide repeated acks: the cap is what the app sends
+// in ten seconds, so that window is full within the first half of the
+// default soak, and the heap check's second half sees tether at its working
+// size (with a cap of 16,384 the window took the first three minutes to
+// fill, a rise the check would read as a leak).
+func soakEnv(upstreamURL string) map[string]string {
+	return map[string]string{
+		"TETHER_UPSTREAM_URL":            upstreamURL,
+		"TETHER_LISTEN":                  "127.0.0.1:0",
+		"TETHER_DIAL_TIMEOUT":            dialTimeout.String(),
+		"TETHER_BACKOFF_JITTER":          "full",
+		"TETHER_BACKOFF_BASE":            backoffBase.String(),
+		"TETHER_BACKOFF_CAP":             backoffCap.String(),
+		"TETHER_STABLE_AFTER":            stableAfter.String(),
+		"TETHER_RESTART_FLOOR":           restartFloor.String(),
+		"TETHER_TRY_AGAIN_FLOOR":         restartFloor.String(),
+		"TETHER_AUTH_FAILURES_MAX":       "3",
+		"TETHER_PING_INTERVAL":           pingInterval.String(),
+		"TETHER_PING_TIMEOUT":            pingTimeout.String(),
+		"TETHER_MAX_MESSAGE_BYTES":       "1MiB",
+		"TETHER_ACCEPT_WAIT":             dialTimeout.String(),
+		"TETHER_OUTBOX_MAX_MESSAGES":     strconv.Itoa(outboxMessages),
+		"TETHER_OUTBOX_MAX_BYTES":        "16MiB",
+		"TETHER_OUTBOX_OVERFLOW":         "close",
+		"TETHER_MAX_SESSIONS":            "4",
+		"TETHER_DOWNSTREAM_BUFFER_BYTES": "4MiB",
+		"TETHER_CONFIRM_MATCH":           `{"t":"welcome"}`,
+		"TETHER_SUBSCRIBE_MATCH":         `{"t":"sub"}`,
+		"TETHER_UNSUBSCRIBE_MATCH":       `{"t":"unsub"}`,
+		"TETHER_SUBSCRIPTION_KEY":        "channel",
+		"TETHER_HIDE_ON_RECONNECT_MATCH": `{"t":"welcome"}`,
+		"TETHER_ACK_ID_PATH":             "id",
+		"TETHER_ACK_MATCH":               `{"t":"ack"}`,
+		"TETHER_SESSION_MATCH":           `{"t":"welcome"}`,
+		"TETHER_SESSION_PATH":            "session",
+		"TETHER_RESUME_MESSAGE":          `{"t":"resume","session":{{json .Session}},"after":{{.LastSeq}}}`,
+		"TETHER_SEQ_PATH":                "seq",
+		"TETHER_RESYNC_MATCH":            `{"t":"welcome","resync":true}`,
+		"TETHER_RESYNC_SEQ_PATH":         "seq",
+		"TETHER_GAP_TIMEOUT":             settle.String(),
 	}
 }
 
-// startTether serves opts on a loopback listener and returns the app URL.
-// Cleanup shuts it down and checks that Serve returned cleanly.
-func startTether(t *testing.T, opts proxy.Options) string {
+// startTether runs the tether binary (built with -race when the test runs
+// with it) on soakEnv, as a process of its own so that its heap is its
+// alone. Cleanup stops it and checks that it drained and exited 0 (a race
+// the detector found makes it exit 66).
+func startTether(t *testing.T, upstreamURL string) *binarytest.Process {
 	t.Helper()
-	srv, err := proxy.New(opts)
-	if err != nil {
-		t.Fatalf("proxy.New: %v", err)
+	bin := ""
+	if raceEnabled {
+		bin = binarytest.BuildRace(t)
+	} else {
+		bin = binarytest.Build(t)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	p := binarytest.Start(t, bin, soakEnv(upstreamURL))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), settle)
-		defer cancel()
-		if err := srv.Shutdown(ctx, 0); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
+		p.Stop()
+		if err := p.Exited(); err != nil {
+			t.Errorf("tether exited with %v after SIGTERM, want 0\n%s", err, p.Log())
 		}
 	})
-	return "ws://" + ln.Addr().String() + "/"
+	return p
 }

@@ -1,8 +1,8 @@
 // Package demo owns `tether demo`: a flaky upstream price feed, a fault
-// scheduler that breaks it in the ways real upstreams break, a naive client
-// that connects to tether once and never reconnects, and a narrator that
+// scheduler that breaks it in the ways real upstreams break, a naive app
+// that connects to tether once and never asks twice, and a narrator that
 // prints, as readable lines, what failed, what tether did about it and what
-// the client saw.
+// the app saw.
 //
 // tether itself is not part of this package: Run starts it through
 // Options.Tether, which cmd/tether implements with the sidecar's own code
@@ -12,33 +12,31 @@
 // entries ("upstream reconnect scheduled", "upstream confirmed", ...) into
 // sentences.
 //
-// Pieces, one per file: feed.go (the upstream, on upstream/upstreamtest:
-// a session, numbered events, a replay buffer and DESIGN.md's resume
-// protocol), catchup.go (its HTTP catch-up endpoint), faults.go (the seeded
-// fault plan and the scheduler), client.go and tracker.go (the naive client
-// and its sequence accounting), tether.go (tether in its own goroutine),
-// narrator.go, story.go and summary.go (the output), run.go (wiring and
-// shutdown order).
+// The demo is one story told over two transports. What differs is a mode
+// (mode.go): its feed and its app behind two small interfaces, the faults
+// its feed knows, and its words. websocket.go is `tether demo`: ws_feed.go
+// (docs/design.md's resumable feed on gobwas/ws and internal/wsconn: a
+// session, numbered events, resumes, and catchup.go's HTTP catch-up
+// endpoint) and ws_client.go (a client that sends one subscription and
+// never reconnects). sse.go is `tether demo -sse`: sse_feed.go (an event
+// stream on net/http, numbered by id, opening with "retry: 1000", resuming
+// after a Last-Event-ID) and sse_app.go (an EventSource-like app that, as a
+// browser would, reconnects with Last-Event-ID if its stream ends, which
+// behind tether it never should). The rest is shared: run.go (wiring and
+// shutdown order), tether.go (tether in its own goroutine), prices.go (the
+// numbered events both feeds publish), faults.go (the seeded plan and the
+// scheduler), ledger.go and tracker.go (the app's accounting),
+// narrator.go, story.go and summary.go (the output), httpserver.go.
 //
-// With Options.SSE, Run plays the Server-Sent Events demo instead, from
-// files of its own: sse_feed.go (the upstream, on internal/sse/ssetest: an
-// event stream numbered by id, opening with "retry: 1000", resuming after a
-// Last-Event-ID), sse_faults.go (its faults: reset, dropped connection,
-// silent stall, clean end, 503 with Retry-After, repeated events),
-// sse_app.go (an EventSource-like app that reads tether's sse:// listener
-// and, as a browser would, reconnects with Last-Event-ID if its stream
-// ends, which behind tether it never should), sse_story.go and
-// sse_summary.go (the words an event stream needs), sse_run.go (tether's
-// SSE configuration and the wiring). The tracker, the narrator, the plan
-// and tether's goroutine are shared.
+// The feeds are the demo's own small servers, not the test servers of
+// upstream/upstreamtest or internal/sse/ssetest: no test scaffolding is
+// linked into the binary.
 //
 // Concurrency contract: Run owns every goroutine it starts (the feed's
-// servers and publisher, tether, the client's reader, the fault scheduler;
-// in the SSE demo the feed's publisher and request watcher and the app's
-// reader) and returns only after all of them have ended. The narrator is safe for
-// concurrent use and serialises output lines. The client guards its state
-// with its mutex and never holds it across network I/O or narration; the
-// feed writes to its connections under its mutex, so a replay and the live
-// events after it cannot interleave (the writes go to tether on loopback,
-// and fail at once on a dead connection), and never narrates under it.
+// servers, connections and publisher, tether, the app's reader, the fault
+// scheduler) and returns only after all of them have ended. The narrator is
+// safe for concurrent use and serialises output lines. The ledger guards
+// its state with its mutex and never narrates under it. Each feed queues or
+// takes events under its mutex, so a replay and the live events after it
+// cannot interleave, and never waits on the network or narrates under it.
 package demo

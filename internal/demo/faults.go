@@ -4,139 +4,95 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
-// Fault parameters.
+// faultKind is what a feed does to break: the mechanisms both feeds know.
+// Each mode names and describes the ones it uses (its repertoire).
+type faultKind int
+
+const (
+	faultReset    faultKind = iota // TCP reset (RST) of the live connection
+	faultDrop                      // the connection closes mid-stream (FIN)
+	faultStall                     // silence, TCP left open: half-open
+	faultEnd                       // a clean end of the stream
+	faultRestart                   // WebSocket close 1012, then HTTP 502 for a while
+	faultOverload                  // shed (1013 or a clean end), then 503 + Retry-After
+	faultHiccup                    // events dropped or repeated on a live connection
+)
+
+// fault is one entry of a mode's repertoire: a mechanism and the words for
+// it.
+type fault struct {
+	kind         faultKind
+	name, plural string // for the summary: "TCP reset", "TCP resets"
+	describe     string // the narration line announcing it
+}
+
+// Fault parameters shared by both feeds.
 const (
 	// restartDowntime is how long a restarting feed refuses handshakes: a
 	// little longer than the demo's restart floor, so tether's first retry
 	// usually meets the 502 and has to back off again.
 	restartDowntime = 1500 * time.Millisecond
-	// overloadRefusals is how many handshakes an overloaded feed refuses.
+	// overloadRefusals is how many requests an overloaded feed refuses.
 	overloadRefusals = 2
-	// hiccupDrop and hiccupRepeat size a hiccup: events the live connection
-	// misses, then events it gets a second time.
-	hiccupDrop   = 3
-	hiccupRepeat = 2
 )
 
-// faultKind is one way the upstream breaks.
-type faultKind int
-
-const (
-	faultReset    faultKind = iota // TCP reset of the live connection
-	faultHalfOpen                  // silence, no pongs, TCP left open
-	faultRestart                   // close 1012, then 502 for a while
-	faultOverload                  // close 1013, then 503 + Retry-After
-	faultHiccup                    // events dropped, then repeated, on a live connection
-	numFaultKinds
-)
-
-var faultNames = [numFaultKinds]string{
-	faultReset:    "TCP reset",
-	faultHalfOpen: "half-open",
-	faultRestart:  "server restart",
-	faultOverload: "overload",
-	faultHiccup:   "hiccup",
+// plan is the seeded fault sequence: which entry of the repertoire comes
+// next and after how long. The same seed gives the same sequence. Entries
+// are dealt from a shuffled deck, so every one shows up in each run of as
+// many faults as there are entries: a short demo shows the whole
+// repertoire instead of, by chance, three resets. Not safe for concurrent
+// use.
+type plan struct {
+	rng     *rand.Rand
+	mean    time.Duration
+	entries int   // how many there are: 0 to entries-1
+	deck    []int // entries left in the current shuffle
 }
 
-// faultPlurals name several faults of a kind in the summary.
-var faultPlurals = [numFaultKinds]string{
-	faultReset:    "TCP resets",
-	faultHalfOpen: "half-opens",
-	faultRestart:  "server restarts",
-	faultOverload: "overloads",
-	faultHiccup:   "hiccups",
-}
-
-func (k faultKind) String() string {
-	if k >= 0 && k < numFaultKinds {
-		return faultNames[k]
-	}
-	return fmt.Sprintf("faultKind(%d)", int(k))
-}
-
-// describe is the narration line announcing the fault.
-func (k faultKind) describe() string {
-	switch k {
-	case faultReset:
-		return "TCP reset: the feed aborts the upstream connection (RST)"
-	case faultHalfOpen:
-		return "half-open: the feed goes silent (no events, no pongs) but keeps TCP open"
-	case faultRestart:
-		return fmt.Sprintf(`server restart: the feed closes with 1012 "service restart" and answers HTTP 502 for %s`,
-			fmtSetting(restartDowntime))
-	case faultOverload:
-		return fmt.Sprintf(`overload: the feed sheds the connection with 1013 "try again later" `+
-			`and refuses the next %d handshakes (HTTP 503, Retry-After: 1)`, overloadRefusals)
-	case faultHiccup:
-		return fmt.Sprintf("hiccup: the feed drops the next %d events on the live connection, then repeats %d it had sent",
-			hiccupDrop, hiccupRepeat)
-	}
-	return k.String()
-}
-
-// plan is the seeded fault sequence: which fault comes next and after how
-// long. The same seed gives the same sequence. Kinds are dealt from a
-// shuffled deck, so every kind shows up in each run of as many faults as
-// there are kinds: a short demo shows the whole repertoire instead of, by
-// chance, three resets. K is the mode's fault type (faultKind for the
-// WebSocket demo, sseFault for the SSE one). Not safe for concurrent use.
-type plan[K ~int] struct {
-	rng   *rand.Rand
-	mean  time.Duration
-	kinds K   // how many kinds there are: 0 to kinds-1
-	deck  []K // kinds left in the current shuffle
-}
-
-// newPlan is the WebSocket demo's plan.
-func newPlan(seed uint64, mean time.Duration) *plan[faultKind] {
-	return newPlanOf(seed, mean, numFaultKinds)
-}
-
-// newPlanOf deals the kinds 0 to kinds-1.
-func newPlanOf[K ~int](seed uint64, mean time.Duration, kinds K) *plan[K] {
+func newPlan(seed uint64, mean time.Duration, entries int) *plan {
 	// The second PCG word only separates this stream from the price walk's.
-	return &plan[K]{rng: rand.New(rand.NewPCG(seed, 0xfa17)), mean: mean, kinds: kinds}
+	return &plan{rng: rand.New(rand.NewPCG(seed, 0xfa17)), mean: mean, entries: entries}
 }
 
-// next returns the next fault and the healthy time to wait before it:
+// next returns the next entry and the healthy time to wait before it:
 // uniform in [mean/2, 3·mean/2), so faults are irregular but never bunch up.
-func (p *plan[K]) next() (K, time.Duration) {
+func (p *plan) next() (int, time.Duration) {
 	if len(p.deck) == 0 {
-		for _, k := range p.rng.Perm(int(p.kinds)) {
-			p.deck = append(p.deck, K(k))
-		}
+		p.deck = p.rng.Perm(p.entries)
 	}
-	kind := p.deck[0]
+	i := p.deck[0]
 	p.deck = p.deck[1:]
-	delay := time.Duration(float64(p.mean) * (0.5 + p.rng.Float64()))
-	return kind, delay
+	return i, time.Duration(float64(p.mean) * (0.5 + p.rng.Float64()))
 }
 
 // faults injects the plan's faults into the feed, one at a time: each waits
-// until the feed streams to a live connection again, then for its delay.
+// until tether streams from the feed again, then for its delay.
 type faults struct {
-	feed   *feed
-	plan   *plan[faultKind]
-	narr   *narrator
-	cancel context.CancelFunc
-	done   chan struct{}
-	counts [numFaultKinds]int // written by run; read after done is closed
+	feed       feed
+	repertoire []fault
+	plan       *plan
+	narr       *narrator
+	cancel     context.CancelFunc
+	done       chan struct{}
+	counts     []int // per entry; written by run, read after done is closed
 }
 
 // startFaults starts the scheduler goroutine.
-func startFaults(f *feed, p *plan[faultKind], n *narrator) *faults {
+func startFaults(f feed, repertoire []fault, p *plan, n *narrator) *faults {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &faults{feed: f, plan: p, narr: n, cancel: cancel, done: make(chan struct{})}
+	s := &faults{feed: f, repertoire: repertoire, plan: p, narr: n, cancel: cancel,
+		done: make(chan struct{}), counts: make([]int, len(repertoire))}
 	go s.run(ctx)
 	return s
 }
 
 // stop ends the scheduler and waits for it; a fault being injected
-// completes first. It returns the number of faults injected per kind.
-func (s *faults) stop() [numFaultKinds]int {
+// completes first. It returns the number of faults injected per entry.
+func (s *faults) stop() []int {
 	s.cancel()
 	<-s.done
 	return s.counts
@@ -145,45 +101,34 @@ func (s *faults) stop() [numFaultKinds]int {
 func (s *faults) run(ctx context.Context) {
 	defer close(s.done)
 	for {
-		kind, delay := s.plan.next()
-		if !s.waitHealthy(ctx) || !wait(ctx, delay) || !s.waitHealthy(ctx) {
+		i, delay := s.plan.next()
+		if !s.feed.waitHealthy(ctx) || !wait(ctx, delay) || !s.feed.waitHealthy(ctx) {
 			return
 		}
-		s.inject(kind)
+		f := s.repertoire[i]
+		s.narr.fault(f)
+		if !s.feed.inject(f.kind) {
+			s.narr.say(srcFault, "(the %s was already gone: nothing to break)", s.narr.words.link)
+			continue
+		}
+		s.counts[i]++
 	}
 }
 
-// waitHealthy waits until the feed has a live connection.
-func (s *faults) waitHealthy(ctx context.Context) bool {
-	select {
-	case <-s.feed.healthy():
-		return true
-	case <-ctx.Done():
-		return false
+// countsLine reads "5: 1 TCP reset, 2 half-opens, …", or "none injected".
+func countsLine(repertoire []fault, counts []int) string {
+	total := 0
+	var parts []string
+	for i, c := range counts {
+		total += c
+		if c > 0 {
+			parts = append(parts, plural(int64(c), repertoire[i].name, repertoire[i].plural))
+		}
 	}
-}
-
-// inject announces and applies one fault.
-func (s *faults) inject(kind faultKind) {
-	s.narr.fault(kind)
-	var applied bool
-	switch kind {
-	case faultReset:
-		applied = s.feed.reset()
-	case faultHalfOpen:
-		applied = s.feed.stall()
-	case faultRestart:
-		applied = s.feed.restart(restartDowntime)
-	case faultOverload:
-		applied = s.feed.overload(overloadRefusals)
-	case faultHiccup:
-		applied = s.feed.glitch(hiccupDrop, hiccupRepeat)
+	if total == 0 {
+		return "none injected"
 	}
-	if !applied {
-		s.narr.say(srcFault, "(the connection was already gone: nothing to break)")
-		return
-	}
-	s.counts[kind]++
+	return fmt.Sprintf("%d: %s", total, strings.Join(parts, ", "))
 }
 
 // wait waits d unless ctx ends first; it reports whether d elapsed.

@@ -20,6 +20,46 @@ import (
 // close to it.
 const testTimeout = 10 * time.Second
 
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// wsNarrator and sseNarrator narrate to w in the WebSocket and the SSE
+// demo's words, on the real clock.
+func wsNarrator(w io.Writer) *narrator {
+	return newNarrator(w, time.Now, demoSettings, false, webSocketMode().words)
+}
+
+func sseNarrator(w io.Writer) *narrator {
+	return newNarrator(w, time.Now, demoSettings, false, sseMode().words)
+}
+
+// faultOf returns the entry of m's repertoire for kind.
+func faultOf(t *testing.T, m mode, kind faultKind) fault {
+	t.Helper()
+	for _, f := range m.repertoire {
+		if f.kind == kind {
+			return f
+		}
+	}
+	t.Fatalf("no fault of kind %d in the repertoire", kind)
+	return fault{}
+}
+
+// eventually polls cond, for state another goroutine updates with no event
+// to wait on, bounded by testTimeout.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testTimeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("condition not met within %v", testTimeout)
+		}
+	}
+}
+
 // manualClock is a clock tests move by hand.
 type manualClock struct {
 	mu sync.Mutex

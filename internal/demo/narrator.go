@@ -17,7 +17,8 @@ const (
 	srcFeed   source = "feed"
 	srcFault  source = "fault"
 	srcTether source = "tether"
-	srcClient source = "client"
+	srcClient source = "client" // the WebSocket demo's app
+	srcApp    source = "app"    // the SSE demo's app
 )
 
 // narrator writes the demo's account, one line per event:
@@ -32,11 +33,12 @@ type narrator struct {
 	w     io.Writer
 	start time.Time
 	now   func() time.Time
+	words words // the mode's; fixed at construction
 	story story // guarded by mu
 }
 
-func newNarrator(w io.Writer, now func() time.Time, s settings, verbose bool) *narrator {
-	return &narrator{w: w, start: now(), now: now, story: story{settings: s, verbose: verbose}}
+func newNarrator(w io.Writer, now func() time.Time, s settings, verbose bool, wd words) *narrator {
+	return &narrator{w: w, start: now(), now: now, words: wd, story: story{settings: s, words: wd, verbose: verbose}}
 }
 
 // say writes one line about src, stamped now.
@@ -70,16 +72,16 @@ func (n *narrator) elapsedAt(t time.Time) time.Duration {
 	return max(t.Sub(n.start), 0)
 }
 
-// fault announces a fault; a half-open one also starts the silence the
-// narration of its detection measures.
-func (n *narrator) fault(kind faultKind) {
+// fault announces a fault; a stall also starts the silence the narration
+// of its detection measures.
+func (n *narrator) fault(f fault) {
 	t := n.now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if kind == faultHalfOpen {
-		n.story.wentSilent(t)
+	if f.kind == faultStall {
+		n.story.silentSince = t
 	}
-	n.line(t, srcFault, kind.describe())
+	n.line(t, srcFault, f.describe)
 }
 
 // tetherStats returns a copy of what the narrator counted from tether's log.

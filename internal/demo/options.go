@@ -43,9 +43,9 @@ type Options struct {
 	Rate int
 	// Verbose also narrates tether's debug and unrecognised log entries.
 	Verbose bool
-	// SSE plays the Server-Sent Events demo (sse_*.go) instead of the
-	// WebSocket one: an event-stream feed, tether with an sse:// listener,
-	// and an EventSource-like app.
+	// SSE plays the Server-Sent Events demo instead of the WebSocket one:
+	// an event-stream feed, tether with an sse:// listener, and an
+	// EventSource-like app.
 	SSE bool
 	// Out receives the narration. Required.
 	Out io.Writer
@@ -100,71 +100,37 @@ var demoSettings = settings{
 	gapTimeout:    2 * time.Second,
 }
 
-// confirmMatch confirms an upstream connection on the feed's welcome, so
-// the backoff counter resets as soon as the feed proves it is serving.
-const confirmMatch = `{"t":"welcome"}`
-
-// tether logs the client's subscription (keyed by channel) and replays it
-// on every new connection, hides the answer to that replay (the client
-// already has its own, matched by request id) and every welcome after the
-// first.
+// The feeds number their events in a seq field: tether sequences them by it
+// (duplicates dropped, successors of a gap held) and, when a gap cannot be
+// filled within the gap timeout, gives it up and tells the app so.
 const (
-	subscribeMatch       = `{"t":"sub"}`
-	subscriptionKey      = "channel"
-	replyIDPath          = "id"
-	hideOnReconnectMatch = `{"t":"welcome"}`
+	seqPath   = "seq"
+	gapPolicy = "notify"
+	gapNotice = `{"t":"gap","from":{{.From}},"to":{{.To}}}`
 )
 
-// The feed numbers events within a session and keeps a few seconds of them:
-// tether sequences them (duplicates dropped, successors of a gap held),
-// asks the feed to resume after the last one on every new connection,
-// accepts a snapshot when the feed can no longer replay, and fetches what a
-// live connection missed over HTTP. This is DESIGN.md's resume-protocol
-// example, plus the catch-up endpoint.
-const (
-	sessionMatch  = `{"t":"welcome"}`
-	sessionPath   = "session"
-	resumeMessage = `{"t":"resume","session":{{json .Session}},"after":{{.LastSeq}}}`
-	seqPath       = "seq"
-	resyncMatch   = `{"t":"welcome","resync":true}`
-	gapPolicy     = "notify"
-	gapNotice     = `{"t":"gap","from":{{.From}},"to":{{.To}}}`
-)
-
-// tetherEnv is the configuration the demo's tether runs with, as the
-// TETHER_* variables an operator would set. catchUpURL is the feed's HTTP
-// catch-up endpoint.
-func tetherEnv(upstreamURL, catchUpURL string, s settings) map[string]string {
+// tetherEnv is the configuration both demos' tether runs with, as the
+// TETHER_* variables an operator would set: the upstream, the app's
+// listener, the demo's timing, the message that confirms a connection, and
+// sequencing by seq. Each mode adds its own.
+func tetherEnv(upstreamURL, listen, confirm string, s settings) map[string]string {
 	return map[string]string{
-		"TETHER_UPSTREAM_URL":    upstreamURL,
-		"TETHER_LISTEN":          "127.0.0.1:0",
-		"TETHER_ADMIN_LISTEN":    "off",
-		"TETHER_PING_INTERVAL":   s.pingInterval.String(),
-		"TETHER_PING_TIMEOUT":    s.pingTimeout.String(),
-		"TETHER_BACKOFF_BASE":    s.backoffBase.String(),
-		"TETHER_BACKOFF_CAP":     s.backoffCap.String(),
-		"TETHER_BACKOFF_JITTER":  "full",
-		"TETHER_RESTART_FLOOR":   s.restartFloor.String(),
-		"TETHER_TRY_AGAIN_FLOOR": s.tryAgainFloor.String(),
-		"TETHER_CONFIRM_MATCH":   confirmMatch,
-		"TETHER_ACCEPT_WAIT":     "2s",
-		"TETHER_DIAL_TIMEOUT":    "2s",
-		"TETHER_DRAIN_TIMEOUT":   "1s",
+		"TETHER_UPSTREAM_URL":   upstreamURL,
+		"TETHER_LISTEN":         listen,
+		"TETHER_ADMIN_LISTEN":   "off",
+		"TETHER_PING_INTERVAL":  s.pingInterval.String(),
+		"TETHER_PING_TIMEOUT":   s.pingTimeout.String(),
+		"TETHER_BACKOFF_BASE":   s.backoffBase.String(),
+		"TETHER_BACKOFF_CAP":    s.backoffCap.String(),
+		"TETHER_BACKOFF_JITTER": "full",
+		"TETHER_CONFIRM_MATCH":  confirm,
+		"TETHER_ACCEPT_WAIT":    "2s",
+		"TETHER_DIAL_TIMEOUT":   "2s",
+		"TETHER_DRAIN_TIMEOUT":  "1s",
 
-		"TETHER_SUBSCRIBE_MATCH":         subscribeMatch,
-		"TETHER_SUBSCRIPTION_KEY":        subscriptionKey,
-		"TETHER_REPLY_ID_PATH":           replyIDPath,
-		"TETHER_HIDE_ON_RECONNECT_MATCH": hideOnReconnectMatch,
-
-		"TETHER_SESSION_MATCH":   sessionMatch,
-		"TETHER_SESSION_PATH":    sessionPath,
-		"TETHER_RESUME_MESSAGE":  resumeMessage,
-		"TETHER_SEQ_PATH":        seqPath,
-		"TETHER_RESYNC_MATCH":    resyncMatch,
-		"TETHER_RESYNC_SEQ_PATH": seqPath,
-		"TETHER_GAPFILL_URL":     catchUpURL + "?from={{.From}}&to={{.To}}",
-		"TETHER_GAP_TIMEOUT":     s.gapTimeout.String(),
-		"TETHER_GAP_POLICY":      gapPolicy,
-		"TETHER_GAP_NOTICE":      gapNotice,
+		"TETHER_SEQ_PATH":    seqPath,
+		"TETHER_GAP_TIMEOUT": s.gapTimeout.String(),
+		"TETHER_GAP_POLICY":  gapPolicy,
+		"TETHER_GAP_NOTICE":  gapNotice,
 	}
 }

@@ -8,10 +8,13 @@ import (
 	"time"
 )
 
+// summaryEvery spaces the app's periodic summaries.
+const summaryEvery = 5 * time.Second
+
 // Run plays the demo until ctx ends or opts.Duration has passed: it starts
-// the feed, tether in front of it (through opts.Tether) and the naive
-// client, injects faults, and narrates to opts.Out. On the way out it stops
-// the faults, closes the client with 1000, stops tether, closes the feed and
+// the feed, tether in front of it (through opts.Tether) and the naive app,
+// injects faults, and narrates to opts.Out. On the way out it stops the
+// faults, closes the app's connection, stops tether, closes the feed and
 // prints a summary; every goroutine has ended when it returns.
 //
 // It returns nil after a normal end (Ctrl-C included), an error wrapping
@@ -22,84 +25,76 @@ func Run(ctx context.Context, opts Options) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	m := webSocketMode()
 	if opts.SSE {
-		return runSSE(ctx, opts)
+		m = sseMode()
 	}
-	d := &demo{opts: opts, narr: newNarrator(opts.Out, time.Now, demoSettings, opts.Verbose)}
+	d := &demo{opts: opts, mode: m, narr: newNarrator(opts.Out, time.Now, demoSettings, opts.Verbose, m.words)}
 	return d.run(ctx)
 }
 
 // demo is one run's parts, in start order.
 type demo struct {
 	opts   Options
+	mode   mode
 	narr   *narrator
-	feed   *feed
+	feed   feed
 	tether *tetherProc
-	client *client
+	app    app
 	faults *faults
 }
 
 func (d *demo) run(ctx context.Context) error {
-	d.narr.header(d.opts, demoSettings)
-	feed, err := startFeed(feedOptions{
+	d.narr.header(d.opts)
+	feed, env, err := d.mode.start(feedOptions{
 		rate: d.opts.Rate,
 		rng:  rand.New(rand.NewPCG(d.opts.Seed, 0x9e1d)),
 		now:  time.Now,
+		narr: d.narr,
 	})
 	if err != nil {
 		return err
 	}
 	d.feed = feed
 	defer feed.Close()
-	d.narr.say(srcFeed, "price feed up at %s: a welcome with a session id, then %d numbered events/s; "+
-		"it keeps %ds of them for resumes and for HTTP catch-up at %s", feed.URL(), d.opts.Rate, replayWindow, feed.CatchUpURL())
-	d.tether = startTether(ctx, d.opts.Tether, tetherEnv(feed.URL(), feed.CatchUpURL(), demoSettings), d.narr.logger())
-	if err := d.connect(ctx); err != nil || d.client == nil {
+	d.tether = startTether(ctx, d.opts.Tether, env, d.narr.logger())
+	if err := d.connect(ctx); err != nil || d.app == nil {
 		serr := d.tether.shutdown()
 		if serr != nil && errors.Is(err, serr) {
 			serr = nil // tether's own start-up failure, already in err
 		}
 		return errors.Join(err, serr)
 	}
-	d.faults = startFaults(feed, newPlan(d.opts.Seed, d.opts.FaultEvery), d.narr)
+	plan := newPlan(d.opts.Seed, d.opts.FaultEvery, len(d.mode.repertoire))
+	d.faults = startFaults(feed, d.mode.repertoire, plan, d.narr)
 	return d.stop(d.watch(ctx))
 }
 
-// connect waits for tether and connects the client. It leaves d.client nil
-// when ctx ended first.
+// connect waits for tether and connects the app. It leaves d.app nil when
+// ctx ended first.
 func (d *demo) connect(ctx context.Context) error {
 	addr, err := d.tether.listening(ctx)
 	if err != nil || addr == nil {
 		return err
 	}
-	url := "ws://" + addr.String() + "/"
-	c, err := dialClient(ctx, url, d.narr)
+	app, err := d.mode.dial(ctx, addr, d.opts.Rate, d.narr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	d.client = c
-	d.narr.say(srcClient, "connected to tether at %s and sent %s; it will never reconnect", url, subMessage)
+	d.app = app
 	return nil
 }
 
-// watch prints the client's periodic summary until the demo should end, and
-// says why it ends.
+// watch prints the app's periodic summary until the demo should end: ctx
+// ends, the duration (when > 0) has passed, tether stops or the app is
+// gone. It returns why, for the closing line.
 func (d *demo) watch(ctx context.Context) string {
-	return watchDemo(ctx, d.opts.Duration, d.tether.done, d.client.Done(),
-		"the client's socket is gone", func() { d.narr.clientSummary(d.client.Stats()) })
-}
-
-// watchDemo calls summary every summaryEvery until the demo should end:
-// ctx ends, duration (when > 0) has passed, tether stops or the app is
-// gone (appGone says so). It returns why, for the closing line.
-func watchDemo(ctx context.Context, duration time.Duration, tetherDone, appDone <-chan struct{},
-	appGone string, summary func()) string {
 	var deadline <-chan time.Time
-	if duration > 0 {
-		t := time.NewTimer(duration)
+	if d.opts.Duration > 0 {
+		t := time.NewTimer(d.opts.Duration)
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -110,15 +105,44 @@ func watchDemo(ctx context.Context, duration time.Duration, tetherDone, appDone 
 		case <-ctx.Done():
 			return "interrupted"
 		case <-deadline:
-			return fmtSetting(duration) + " elapsed"
-		case <-tetherDone:
+			return fmtSetting(d.opts.Duration) + " elapsed"
+		case <-d.tether.done:
 			return "tether stopped"
-		case <-appDone:
-			return appGone
+		case <-d.app.Done():
+			return d.mode.gone
 		case <-tick.C:
-			summary()
+			d.narr.say(d.mode.app, "%s", appLine(d.app.Stats(), d.mode.words))
 		}
 	}
+}
+
+// stop shuts the demo down in the order that keeps the app's connection
+// honest: faults off, the app leaves (so tether's drain has no app to
+// close), tether stops, the feed closes. Then the summary.
+func (d *demo) stop(why string) error {
+	d.narr.say(srcDemo, "%s: stopping the faults; %s", why, d.mode.stopping)
+	counts := d.faults.stop()
+	d.app.Close()
+	terr := tetherError(why, d.tether.shutdown())
+	d.feed.Close()
+	st := d.app.Stats()
+	d.narr.summary(report{
+		elapsed:   d.narr.elapsedAt(d.narr.now()),
+		seed:      d.opts.Seed,
+		faults:    countsLine(d.mode.repertoire, counts),
+		tether:    d.narr.tetherStats(),
+		feed:      d.feed.summary(),
+		published: d.feed.published(),
+		app:       st,
+	})
+	var aerr error
+	switch {
+	case st.ends > 0:
+		aerr = fmt.Errorf("%w: %s", d.mode.errLost, st.endedBy)
+	case st.gaveUp != "":
+		aerr = fmt.Errorf("%w: %s", d.mode.errLost, st.gaveUp)
+	}
+	return errors.Join(terr, aerr)
 }
 
 // tetherError is how the demo reports tether's end: ErrTetherStopped when
@@ -134,29 +158,4 @@ func tetherError(why string, err error) error {
 		return fmt.Errorf("tether: %w", err)
 	}
 	return nil
-}
-
-// stop shuts the demo down in the order that keeps the client's socket
-// honest: faults off, the client closes with 1000 (so tether's drain has
-// no app to close), tether stops, the feed closes. Then the summary.
-func (d *demo) stop(why string) error {
-	d.narr.say(srcDemo, "%s: stopping the faults; the client closes its socket with 1000", why)
-	counts := d.faults.stop()
-	d.client.Close()
-	terr := tetherError(why, d.tether.shutdown())
-	d.feed.Close()
-	st := d.client.Stats()
-	d.narr.summary(report{
-		elapsed: d.narr.elapsedAt(d.narr.now()),
-		seed:    d.opts.Seed,
-		faults:  counts,
-		tether:  d.narr.tetherStats(),
-		feed:    d.feed.Stats(),
-		client:  st,
-	})
-	var cerr error
-	if st.closes > 0 {
-		cerr = fmt.Errorf("%w: %s", ErrClientClosed, st.closedBy)
-	}
-	return errors.Join(terr, cerr)
 }

@@ -50,6 +50,12 @@ func TestRunRejectsBadOptions(t *testing.T) {
 }
 
 func TestRunTetherFailures(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		t.Run(map[bool]string{false: "websocket", true: "sse"}[sse], func(t *testing.T) { testRunTetherFailures(t, sse) })
+	}
+}
+
+func testRunTetherFailures(t *testing.T, sse bool) {
 	errBoom := errors.New("boom")
 	tests := []struct {
 		name   string
@@ -66,6 +72,7 @@ func TestRunTetherFailures(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := validOptions()
+			o.SSE = sse
 			o.Tether = tc.tether
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
@@ -128,5 +135,49 @@ func TestRunPassesTheDemoConfiguration(t *testing.T) {
 	}
 	if u := env["TETHER_GAPFILL_URL"]; !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/catchup?from={{.From}}&to={{.To}}") {
 		t.Errorf("TETHER_GAPFILL_URL = %q, want the feed's catch-up endpoint", u)
+	}
+}
+
+// The SSE demo hands tether an SSE configuration: an http:// upstream (the
+// kind is inferred), an sse:// listener, the data format with seq
+// sequencing, and none of the settings that send to the upstream.
+func TestRunSSEPassesItsConfiguration(t *testing.T) {
+	got := make(chan map[string]string, 1)
+	o := validOptions()
+	o.SSE = true
+	ctx, cancel := context.WithCancel(context.Background())
+	o.Tether = func(tctx context.Context, env map[string]string, _ *zap.Logger, _ chan<- net.Addr) error {
+		got <- env
+		cancel() // the user presses Ctrl-C before tether listens
+		<-tctx.Done()
+		return nil
+	}
+	if err := Run(ctx, o); err != nil {
+		t.Fatalf("Run = %v, want nil after an interruption", err)
+	}
+	env := <-got
+	want := map[string]string{
+		"TETHER_LISTEN":        "sse://127.0.0.1:0/events",
+		"TETHER_SSE_FORMAT":    "data",
+		"TETHER_SSE_LINGER":    "30s",
+		"TETHER_SEQ_PATH":      "seq",
+		"TETHER_PING_INTERVAL": "1s",
+		"TETHER_PING_TIMEOUT":  "1s",
+		"TETHER_CONFIRM_MATCH": `{"t":"event"}`,
+		"TETHER_GAP_POLICY":    "notify",
+		"TETHER_ADMIN_LISTEN":  "off",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if u := env["TETHER_UPSTREAM_URL"]; !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, ssePath) {
+		t.Errorf("TETHER_UPSTREAM_URL = %q, want the SSE feed", u)
+	}
+	for _, k := range []string{"TETHER_UPSTREAM_KIND", "TETHER_SUBSCRIBE_MATCH", "TETHER_RESUME_MESSAGE", "TETHER_GAPFILL_URL"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("%s = %q, want it unset", k, v)
+		}
 	}
 }

@@ -49,7 +49,7 @@ func publishSeq(s *ssetest.Server, seqs ...int64) {
 func TestEventSourceReconnectsWithLastEventID(t *testing.T) {
 	out := newLineWriter()
 	s := testEventServer(t, 10*time.Millisecond)
-	es := openTestApp(t, s, newNarrator(out, time.Now, demoSettings, false))
+	es := openTestApp(t, s, sseNarrator(out))
 	publishSeq(s, 1, 2, 3)
 	eventually(t, func() bool { return es.Stats().events == 3 })
 	s.DropAll()
@@ -87,7 +87,7 @@ func TestEventSourceReconnectsWithLastEventID(t *testing.T) {
 func TestEventSourceAccounting(t *testing.T) {
 	out := newLineWriter()
 	s := testEventServer(t, 0)
-	es := openTestApp(t, s, newNarrator(out, time.Now, demoSettings, false))
+	es := openTestApp(t, s, sseNarrator(out))
 	publishSeq(s, 1, 2, 2, 4)
 	s.Publish(ssetest.Event{Data: `{"t":"gap","from":5,"to":6}`})
 	publishSeq(s, 7)
@@ -119,7 +119,7 @@ func TestEventSourceNarratesThePause(t *testing.T) {
 	out := newLineWriter()
 	clock := &manualClock{t: t0}
 	s := testEventServer(t, 0)
-	es := openTestApp(t, s, newNarrator(out, clock.now, demoSettings, false))
+	es := openTestApp(t, s, newNarrator(out, clock.now, demoSettings, false, sseMode().words))
 	publishSeq(s, 1)
 	eventually(t, func() bool { return es.Stats().events == 1 })
 	clock.add(2500 * time.Millisecond)
@@ -131,7 +131,7 @@ func TestEventSourceNarratesThePause(t *testing.T) {
 func TestEventSourceGivesUpOnRefusal(t *testing.T) {
 	out := newLineWriter()
 	s := testEventServer(t, 10*time.Millisecond)
-	es := openTestApp(t, s, newNarrator(out, time.Now, demoSettings, false))
+	es := openTestApp(t, s, sseNarrator(out))
 	s.RespondNext(1, ssetest.Response{Status: http.StatusBadGateway, Body: "upstream gone"})
 	s.EndAll()
 	select {
@@ -152,7 +152,7 @@ func TestEventSourceGivesUpOnRefusal(t *testing.T) {
 func TestOpenEventSourceRefused(t *testing.T) {
 	s := testEventServer(t, 0)
 	s.RespondNext(1, ssetest.Response{Status: http.StatusServiceUnavailable, Body: "tether is draining"})
-	_, err := openEventSource(t.Context(), s.URL(), DefaultRate, newNarrator(newLineWriter(), time.Now, demoSettings, false))
+	_, err := openEventSource(t.Context(), s.URL(), DefaultRate, sseNarrator(newLineWriter()))
 	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || !strings.Contains(err.Error(), "tether is draining") {
 		t.Errorf("openEventSource = %v, want the 503 and its body", err)
 	}
@@ -162,7 +162,7 @@ func TestOpenEventSourceRefused(t *testing.T) {
 func TestEventSourceCloseIsNotAnEnd(t *testing.T) {
 	out := newLineWriter()
 	s := testEventServer(t, 0)
-	es := openTestApp(t, s, newNarrator(out, time.Now, demoSettings, false))
+	es := openTestApp(t, s, sseNarrator(out))
 	publishSeq(s, 1)
 	eventually(t, func() bool { return es.Stats().events == 1 })
 	es.Close()

@@ -5,10 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/tetherproxy/tether/internal/sse"
-	"github.com/tetherproxy/tether/internal/sse/ssetest"
 )
 
 // The feed opens every stream with its retry, numbers events from 1 with
@@ -16,7 +14,7 @@ import (
 // request is narrated as the feed answered it.
 func TestSSEFeedNumbersAndResumes(t *testing.T) {
 	out := newLineWriter()
-	f := startTestSSEFeed(t, 200, newNarrator(out, time.Now, demoSettings, false))
+	f := startTestSSEFeed(t, 200, sseNarrator(out))
 	c := testHTTPClient(t)
 	s := openRawStream(t, c, f.URL(), "")
 	if it := s.next(); it.Kind != sse.KindRetry || it.Retry != sseRetry {
@@ -36,7 +34,7 @@ func TestSSEFeedNumbersAndResumes(t *testing.T) {
 	out.waitFor(t, "feed    request #1, no Last-Event-ID: a new stream (retry: 1000, then live events)")
 	out.waitFor(t, "feed    request #2 with Last-Event-ID: 3: replaying the ")
 	st := f.Stats()
-	if st.requests != 2 || st.fresh != 1 || st.resumed != 1 || st.refused != 0 || st.replayed < 2 || st.published < 5 {
+	if st.requests != 2 || st.fresh != 1 || st.resumed != 1 || st.refused != 0 || st.replayed < 2 || f.published() < 5 {
 		t.Errorf("stats = %+v, want 2 requests: 1 new, 1 resumed with at least 2 replayed", st)
 	}
 }
@@ -45,11 +43,11 @@ func TestSSEFeedNumbersAndResumes(t *testing.T) {
 // 503 and Retry-After; then the feed serves again.
 func TestSSEFeedOverload(t *testing.T) {
 	out := newLineWriter()
-	f := startTestSSEFeed(t, 200, newNarrator(out, time.Now, demoSettings, false))
+	f := startTestSSEFeed(t, 200, sseNarrator(out))
 	c := testHTTPClient(t)
 	s := openRawStream(t, c, f.URL(), "")
 	s.event()
-	if !f.overload(overloadRefusals) {
+	if !f.inject(faultOverload) {
 		t.Fatal("overload found no stream")
 	}
 	if err := s.end(); !isCleanEnd(err) {
@@ -74,19 +72,19 @@ func TestSSEFeedOverload(t *testing.T) {
 func TestSSEFeedFaultsBreakTheStream(t *testing.T) {
 	tests := []struct {
 		name  string
-		fault func(*sseFeed) bool
+		fault faultKind
 		clean bool
 	}{
-		{"reset", (*sseFeed).reset, false},
-		{"drop", (*sseFeed).drop, false},
-		{"end", (*sseFeed).end, true},
+		{"reset", faultReset, false},
+		{"drop", faultDrop, false},
+		{"end", faultEnd, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startTestSSEFeed(t, 200, nil)
 			s := openRawStream(t, testHTTPClient(t), f.URL(), "")
 			s.event()
-			if !tc.fault(f) {
+			if !f.inject(tc.fault) {
 				t.Fatal("the fault found no stream")
 			}
 			if err := s.end(); isCleanEnd(err) != tc.clean {
@@ -100,12 +98,9 @@ func TestSSEFeedFaultsBreakTheStream(t *testing.T) {
 // no refusals.
 func TestSSEFeedFaultsWithoutAStream(t *testing.T) {
 	f := startTestSSEFeed(t, 200, nil)
-	for name, fault := range map[string]func() bool{
-		"reset": f.reset, "drop": f.drop, "stall": f.stall, "end": f.end, "hiccup": f.hiccup,
-		"overload": func() bool { return f.overload(overloadRefusals) },
-	} {
-		if fault() {
-			t.Errorf("%s applied with no stream", name)
+	for _, fl := range sseMode().repertoire {
+		if f.inject(fl.kind) {
+			t.Errorf("%s applied with no stream", fl.name)
 		}
 	}
 	resp := getStream(t, testHTTPClient(t), f.URL(), "")
@@ -126,7 +121,7 @@ func TestSSEFeedHiccupRepeats(t *testing.T) {
 		ev, top = s.event()
 		prevID = ev.ID
 	}
-	if !f.hiccup() {
+	if !f.inject(faultHiccup) {
 		t.Fatal("hiccup found no stream")
 	}
 	repeats := 0
@@ -143,73 +138,52 @@ func TestSSEFeedHiccupRepeats(t *testing.T) {
 	}
 }
 
-// waitHealthy needs a request newer than the fault's, answered with a
-// stream, and no other stream open (a stalled one tether has not given up
-// yet).
+// waitHealthy needs exactly one stream open, answering a request made
+// after the last fault that broke one: not the stalled stream, and not
+// while tether has not given the stalled one up yet.
 func TestSSEFeedWaitHealthy(t *testing.T) {
 	f := startTestSSEFeed(t, 200, nil)
 	c := testHTTPClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	gone, stop := context.WithCancel(ctx)
+	now, stop := context.WithCancel(ctx) // a wait that reports the current health
 	stop()
 
 	first := openRawStream(t, c, f.URL(), "")
 	first.event()
-	if !f.waitHealthy(ctx, 0) {
+	if !f.waitHealthy(ctx) {
 		t.Fatal("not healthy with one stream")
 	}
-	if f.waitHealthy(gone, 1) {
-		t.Error("healthy without a request after the fault's")
-	}
-	if !f.stall() {
+	if !f.inject(faultStall) {
 		t.Fatal("stall found no stream")
 	}
+	if f.waitHealthy(now) {
+		t.Error("healthy with only the stalled stream")
+	}
 	openRawStream(t, c, f.URL(), "1").event()
-	if f.waitHealthy(gone, 1) {
+	if f.waitHealthy(now) {
 		t.Error("healthy while the stalled stream is still open")
 	}
 	first.stop() // tether gives the stalled stream up
-	if !f.waitHealthy(ctx, 1) {
+	if !f.waitHealthy(ctx) {
 		t.Error("not healthy once the stalled stream is gone")
-	}
-}
-
-func TestSSEDueEvents(t *testing.T) {
-	epoch := t0
-	now := t0
-	var published int64
-	steps := []struct {
-		advance time.Duration
-		to      int64
-	}{
-		{50 * time.Millisecond, 1},
-		{10 * time.Millisecond, 1},   // nothing more due yet
-		{940 * time.Millisecond, 20}, // a late tick catches up
-		{10 * time.Second, 40},       // a long pause: one second's worth
-		{50 * time.Millisecond, 41},  // and the schedule moved on
-	}
-	for i, s := range steps {
-		now = now.Add(s.advance)
-		epoch, published = dueEvents(epoch, now, 20, published)
-		if published != s.to {
-			t.Errorf("step %d: due up to %d, want %d", i, published, s.to)
-		}
 	}
 }
 
 func TestRequestLine(t *testing.T) {
 	tests := []struct {
-		req  ssetest.Request
+		req  sseRequest
 		want string
 	}{
-		{ssetest.Request{N: 1, Status: 200}, "request #1, no Last-Event-ID: a new stream (retry: 1000, then live events)"},
-		{ssetest.Request{N: 2, Status: 503, LastEventID: "9"}, "refused request #2: HTTP 503, Retry-After: 2"},
-		{ssetest.Request{N: 3, Status: 200, LastEventID: "9"}, "request #3 with Last-Event-ID: 9: nothing was published since; live events follow"},
-		{ssetest.Request{N: 4, Status: 200, LastEventID: "9", Replayed: 1}, "request #4 with Last-Event-ID: 9: replaying the 1 event it missed (10), then live"},
-		{ssetest.Request{N: 5, Status: 200, LastEventID: "9", Replayed: 23}, "request #5 with Last-Event-ID: 9: replaying the 23 events it missed (10–32), then live"},
-		{ssetest.Request{N: 6, Status: 200, LastEventID: "9", Replayed: 5, GapFrom: 10, GapTo: 20},
+		{sseRequest{n: 1, status: 200}, "request #1, no Last-Event-ID: a new stream (retry: 1000, then live events)"},
+		{sseRequest{n: 2, status: 503, lastID: "9"}, "refused request #2: HTTP 503, Retry-After: 2"},
+		{sseRequest{n: 3, status: 200, lastID: "9"}, "request #3 with Last-Event-ID: 9: nothing was published since; live events follow"},
+		{sseRequest{n: 4, status: 200, lastID: "9", replayed: 1}, "request #4 with Last-Event-ID: 9: replaying the 1 event it missed (10), then live"},
+		{sseRequest{n: 5, status: 200, lastID: "9", replayed: 23}, "request #5 with Last-Event-ID: 9: replaying the 23 events it missed (10–32), then live"},
+		{sseRequest{n: 6, status: 200, lastID: "9", replayed: 5, gapFrom: 10, gapTo: 20},
 			"request #6 with Last-Event-ID: 9: events 10–20 are no longer kept; replaying 5 events from 21"},
+		{sseRequest{n: 7, status: 200, lastID: "x", foreign: true},
+			"request #7 with Last-Event-ID: x, not one of the feed's ids: a new stream"},
 	}
 	for _, tc := range tests {
 		if got := requestLine(tc.req); got != tc.want {

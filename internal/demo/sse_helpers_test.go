@@ -15,7 +15,10 @@ import (
 // startTestSSEFeed starts a feed the test closes; n may be nil.
 func startTestSSEFeed(t *testing.T, rate int, n *narrator) *sseFeed {
 	t.Helper()
-	f := startSSEFeed(sseFeedOptions{rate: rate, rng: rand.New(rand.NewPCG(1, 2)), now: time.Now, narr: n})
+	f, err := startSSEFeed(feedOptions{rate: rate, rng: rand.New(rand.NewPCG(1, 2)), now: time.Now, narr: n})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(f.Close)
 	return f
 }

@@ -105,15 +105,16 @@ type tetherStats struct {
 	duplicates int // duplicates dropped
 }
 
-// story translates tether's log entries into narration and counts them. Not
-// safe for concurrent use: the narrator calls it under its lock.
+// story translates tether's log entries into narration, in the mode's
+// words, and counts them. Not safe for concurrent use: the narrator calls
+// it under its lock.
 type story struct {
 	settings
+	words
 	verbose bool // fixed at construction
-	sse     bool // the SSE demo: its own words for some entries (sse_story.go); fixed before the first entry
 	stats   tetherStats
 
-	// silentSince is when the feed went half-open (zero otherwise): tether
+	// silentSince is when the feed went silent (zero otherwise): tether
 	// can only notice silence, so the narration adds how long it lasted.
 	silentSince time.Time
 	// outageSince is silentSince once tether has declared the connection
@@ -121,16 +122,8 @@ type story struct {
 	outageSince time.Time
 }
 
-// wentSilent records that the feed stopped sending at t.
-func (s *story) wentSilent(t time.Time) { s.silentSince = t }
-
 // line returns the narration for one entry, or false to stay silent.
 func (s *story) line(e zapcore.Entry, f logFields) (string, bool) {
-	if s.sse {
-		if text, ok, known := s.sseLine(e, f); known {
-			return text, ok
-		}
-	}
 	switch e.Message {
 	case "tether started":
 		return fmt.Sprintf("listening on %s for the app; upstream %s", f.str("listen"), f.str("upstream")), true
@@ -139,26 +132,37 @@ func (s *story) line(e zapcore.Entry, f logFields) (string, bool) {
 	case "upstream confirmed":
 		return s.confirmed(e.Time, f), true
 	case "app connected":
-		return "accepted the client's connection: from now on tether keeps it open, whatever the upstream does", true
+		return s.appConnected, true
 	case "app closed":
 		code, _ := f.int("close_code")
-		return fmt.Sprintf("the client closed its socket (%d); tether closes the upstream with 1000", code), true
+		return fmt.Sprintf("%s closed its socket (%d); tether closes the upstream with 1000", s.appName(), code), true
+	case "sse app disconnected; its session waits for it to reconnect":
+		linger, _ := f.dur("linger")
+		return fmt.Sprintf("the app's request ended; its session (upstream stream and events) waits %s "+
+			"(TETHER_SSE_LINGER) for it to come back with Last-Event-ID", fmtSetting(linger)), true
+	case "sse app reconnected, stream resumed":
+		after, _ := f.int("after")
+		return fmt.Sprintf("the app came back with Last-Event-ID …-%d: its stream resumes after event %d of the session", after, after), true
+	case "sse app reconnected after events its session no longer holds; tether-gap sent":
+		lost, _ := f.int("lost")
+		return fmt.Sprintf("!!! the app came back too late: %s it missed are no longer kept; tether said so with a tether-gap event",
+			plural(lost, "event", "events")), true
 	case "session restored":
 		return s.restored(f)
 	case "gap opened":
-		return fmt.Sprintf("%s in the stream: holding what follows, fetching the missing events over HTTP",
-			gapRange(f)), true
+		return fmt.Sprintf("%s in the stream: holding what follows, %s", gapRange(f), s.gapWait), true
 	case "gap filled":
 		return s.gapFilled(f), true
 	case "duplicates dropped":
 		n, _ := f.int("count")
 		s.stats.duplicates += int(n)
-		return fmt.Sprintf("dropped %s the client already has", plural(n, "duplicate event", "duplicate events")), true
+		return fmt.Sprintf("dropped %s %s already has (their seq, TETHER_SEQ_PATH, is not above the last one passed on)",
+			plural(n, "duplicate event", "duplicate events"), s.appName()), true
 	case "stream resumed":
 		s.stats.resumes++
 		seq, _ := f.int("seq")
-		return fmt.Sprintf("the feed resumed the stream where the client left it: replay from event %s, nothing lost, nothing twice",
-			fmtCount(seq)), true
+		return fmt.Sprintf("the feed resumed the stream where %s left it: replay from event %s, nothing lost, nothing twice",
+			s.appName(), fmtCount(seq)), true
 	case "stream resynced":
 		s.stats.resyncs++
 		seq, _ := f.int("seq")
@@ -191,11 +195,11 @@ func (s *story) scheduled(t time.Time, f logFields) string {
 	next := fmt.Sprintf("→ retry #%d in %s%s", attempt, fmtDelay(delay), s.floorNote(f))
 	if status, ok := f.int("http_status"); ok {
 		s.stats.failedDials++
-		return fmt.Sprintf("%s refused: HTTP %d%s %s", dialName(attempt-1), status, retryAfterNote(f), next)
+		return fmt.Sprintf("%s refused: HTTP %d%s %s", s.attemptName(attempt-1), status, retryAfterNote(f), next)
 	}
 	if cause, ok := strings.CutPrefix(f.str("reason"), "dial upstream: "); ok {
 		s.stats.failedDials++
-		return fmt.Sprintf("%s failed: %s %s", dialName(attempt-1), plainCause(cause), next)
+		return fmt.Sprintf("%s failed: %s %s", s.attemptName(attempt-1), s.plainCause(cause), next)
 	}
 	s.stats.losses++
 	return s.loss(t, f) + " " + next
@@ -209,25 +213,30 @@ func (s *story) loss(t time.Time, f logFields) string {
 		}
 		return fmt.Sprintf("upstream closed with %d", code)
 	}
-	if f.str("reason") == "heartbeat timeout" {
-		return s.halfOpen(t)
+	reason := f.str("reason")
+	switch {
+	case reason == "heartbeat timeout":
+		return s.silent(t)
+	case strings.HasPrefix(reason, "upstream ended the event stream"):
+		return "the feed ended the stream (a clean end: EventSource reconnects, so does tether)"
 	}
-	return "upstream lost: " + plainCause(f.str("reason"))
+	return "upstream lost: " + s.plainCause(reason)
 }
 
-// halfOpen narrates a heartbeat timeout, with the silence it took when the
+// silent narrates a heartbeat timeout, with the silence it took when the
 // demo knows when the feed went quiet.
-func (s *story) halfOpen(t time.Time) string {
-	bound := fmt.Sprintf("ping interval %s + timeout %s", fmtSetting(s.pingInterval), fmtSetting(s.pingTimeout))
+func (s *story) silent(t time.Time) string {
+	bound := fmt.Sprintf(s.idleLimit, fmtSetting(s.pingInterval), fmtSetting(s.pingTimeout))
 	since := s.silentSince
 	s.silentSince, s.outageSince = time.Time{}, since
 	if since.IsZero() || t.Before(since) {
-		return "half-open detected: no frame within " + bound
+		return fmt.Sprintf("%s within %s", s.silence, bound)
 	}
-	return fmt.Sprintf("half-open detected: no frame for %.1fs (%s)", t.Sub(since).Seconds(), bound)
+	return fmt.Sprintf("%s for %.1fs (%s)", s.silence, t.Sub(since).Seconds(), bound)
 }
 
-// floorNote explains a delay the server imposed a minimum on.
+// floorNote explains a delay the server imposed a minimum on: a close code
+// that asks for one, a Retry-After, or an event stream's retry field.
 func (s *story) floorNote(f logFields) string {
 	code, _ := f.int("close_code")
 	switch {
@@ -238,6 +247,9 @@ func (s *story) floorNote(f logFields) string {
 	}
 	if ra, ok := f.dur("retry_after"); ok {
 		return fmt.Sprintf(" (Retry-After %s + jitter)", fmtSetting(ra))
+	}
+	if floor, ok := f.dur("floor"); ok {
+		return fmt.Sprintf(" (the feed's retry: %d as a floor + jitter)", floor.Milliseconds())
 	}
 	return ""
 }
@@ -254,7 +266,7 @@ func retryAfterNote(f logFields) string {
 func (s *story) confirmed(t time.Time, f logFields) string {
 	down, ok := f.dur("downtime")
 	if !ok {
-		return "upstream connected; the feed's welcome confirmed it"
+		return s.firstConfirmed
 	}
 	attempt, _ := f.int("attempt")
 	s.stats.reconnects++
@@ -269,8 +281,8 @@ func (s *story) confirmed(t time.Time, f logFields) string {
 }
 
 // restored narrates "session restored": what tether sent on a new
-// connection, before the client's own traffic, so the feed serves the
-// client as before. A first connection with nothing to restore is silent.
+// connection, before the app's own traffic, so the feed serves the app as
+// before. A first connection with nothing to restore is silent.
 func (s *story) restored(f logFields) (string, bool) {
 	auth, _ := f.int("auth_sent")
 	resumed, _ := f.int("resumed")
@@ -283,7 +295,7 @@ func (s *story) restored(f logFields) (string, bool) {
 	s.stats.replayed += int(replayed)
 	parts := []string{fmt.Sprintf("subscriptions replayed: %d", replayed)}
 	if resumed > 0 {
-		parts = append([]string{"resume sent (after the client's last event)"}, parts...)
+		parts = append([]string{fmt.Sprintf("resume sent (after %s's last event)", s.appName())}, parts...)
 	}
 	if auth > 0 {
 		parts = append([]string{"login re-sent"}, parts...)
@@ -320,16 +332,17 @@ func gapRange(f logFields) string {
 	return gapName(span{from, to})
 }
 
-// dialName names the dial that failed: the first one, or retry #n.
-func dialName(n int64) string {
+// attemptName names the dial or request that failed: the first one, or
+// retry #n.
+func (s *story) attemptName(n int64) string {
 	if n <= 0 {
-		return "first dial"
+		return "first " + s.attempt
 	}
 	return fmt.Sprintf("retry #%d", n)
 }
 
 // plainCause turns a Go network error into the words people know it by.
-func plainCause(reason string) string {
+func (s *story) plainCause(reason string) string {
 	switch {
 	case strings.Contains(reason, "connection reset by peer"):
 		return "connection reset by peer"
@@ -339,8 +352,8 @@ func plainCause(reason string) string {
 		return "broken pipe"
 	case strings.Contains(reason, "i/o timeout"):
 		return "timed out"
-	case reason == "EOF", strings.HasSuffix(reason, "EOF"):
-		return "connection closed without a close frame"
+	case strings.HasSuffix(reason, "EOF"):
+		return s.cutShort
 	case reason == "":
 		return "unknown cause"
 	}

@@ -18,13 +18,11 @@ type fixedClock struct{ t time.Time }
 func (c fixedClock) Now() time.Time                         { return c.t }
 func (c fixedClock) NewTicker(d time.Duration) *time.Ticker { return time.NewTicker(d) }
 
-var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-
-// newTestNarrator returns a narrator that started at t0 and whose clock
-// reads t0+at, and the buffer it writes to.
-func newTestNarrator(at time.Duration, verbose bool) (*narrator, *bytes.Buffer) {
+// newTestNarrator returns a narrator in m's words that started at t0 and
+// whose clock reads t0+at, and the buffer it writes to.
+func newTestNarrator(m mode, at time.Duration, verbose bool) (*narrator, *bytes.Buffer) {
 	var out bytes.Buffer
-	n := newNarrator(&out, func() time.Time { return t0 }, demoSettings, verbose)
+	n := newNarrator(&out, func() time.Time { return t0 }, demoSettings, verbose, m.words)
 	n.now = func() time.Time { return t0.Add(at) }
 	return n, &out
 }
@@ -193,7 +191,7 @@ func TestStoryLines(t *testing.T) {
 			log: func(l *zap.Logger) {
 				l.Info("duplicates dropped", zap.Int("count", 3))
 			},
-			want:   "  12.3s  tether  dropped 3 duplicate events the client already has",
+			want:   "  12.3s  tether  dropped 3 duplicate events the client already has (their seq, TETHER_SEQ_PATH, is not above the last one passed on)",
 			counts: tetherStats{duplicates: 3},
 		},
 		{
@@ -249,7 +247,7 @@ func TestStoryLines(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			const at = 12300 * time.Millisecond
-			n, out := newTestNarrator(0, false)
+			n, out := newTestNarrator(webSocketMode(), 0, false)
 			tc.log(tetherLogger(n, at))
 			got := strings.TrimSuffix(out.String(), "\n")
 			if got != tc.want {
@@ -265,8 +263,8 @@ func TestStoryLines(t *testing.T) {
 // A half-open fault starts a silence; tether's detection and its return
 // are narrated against it.
 func TestStoryHalfOpenMeasuresSilence(t *testing.T) {
-	n, out := newTestNarrator(10*time.Second, false)
-	n.fault(faultHalfOpen)
+	n, out := newTestNarrator(webSocketMode(), 10*time.Second, false)
+	n.fault(faultOf(t, webSocketMode(), faultStall))
 	l := n.logger().Named("proxy.upstream")
 	l.WithOptions(zap.WithClock(fixedClock{t0.Add(12100 * time.Millisecond)})).Info("upstream reconnect scheduled",
 		zap.Int("attempt", 1), zap.Duration("delay", 60*time.Millisecond), zap.String("reason", "heartbeat timeout"))
@@ -283,7 +281,7 @@ func TestStoryHalfOpenMeasuresSilence(t *testing.T) {
 }
 
 func TestStoryVerbose(t *testing.T) {
-	n, out := newTestNarrator(0, true)
+	n, out := newTestNarrator(webSocketMode(), 0, true)
 	l := n.logger().WithOptions(zap.WithClock(fixedClock{t0}))
 	if !l.Core().Enabled(zapcore.DebugLevel) {
 		t.Fatal("verbose narrator does not take debug entries")
@@ -297,72 +295,171 @@ func TestStoryVerbose(t *testing.T) {
 	if got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"); !slices.Equal(got, want) {
 		t.Errorf("narration:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	quiet, _ := newTestNarrator(0, false)
+	quiet, _ := newTestNarrator(webSocketMode(), 0, false)
 	if quiet.logger().Core().Enabled(zapcore.DebugLevel) {
 		t.Error("quiet narrator takes debug entries")
 	}
 }
 
-func TestFormatting(t *testing.T) {
-	tests := []struct{ got, want string }{
-		{fmtDelay(143 * time.Millisecond), "143ms"},
-		{fmtDelay(1206 * time.Millisecond), "1.21s"},
-		{fmtSetting(time.Second), "1s"},
-		{fmtSetting(1500 * time.Millisecond), "1.5s"},
-		{fmtSetting(2 * time.Minute), "2m"},
-		{fmtCount(0), "0"},
-		{fmtCount(999), "999"},
-		{fmtCount(1204), "1,204"},
-		{fmtCount(-1234567), "-1,234,567"},
-		{plural(1, "gap", "gaps"), "1 gap"},
-		{plural(2, "gap", "gaps"), "2 gaps"},
-		{plural(1000, "gap", "gaps"), "1,000 gaps"},
-		{clientLine(clientStats{events: 1204, gaps: 2, missed: 11}), "received 1,204 events, 2 gaps (11 missed), closes: 0"},
-		{clientLine(clientStats{events: 1, gaps: 1, missed: 1, duplicates: 1, late: 2, closes: 1}),
-			"received 1 event, 1 gap (1 missed), 1 duplicate, 2 out of order, closes: 1"},
-		{faultLine([numFaultKinds]int{faultReset: 2, faultOverload: 1}), "3: 2 TCP resets, 1 overload"},
-		{faultLine([numFaultKinds]int{}), "none injected"},
-	}
-	for _, tc := range tests {
-		if tc.got != tc.want {
-			t.Errorf("got %q, want %q", tc.got, tc.want)
-		}
-	}
-}
-
-func TestSummaryVerdict(t *testing.T) {
+// The fields below are the ones upstream/log.go, upstream/client.go and
+// proxy/ssesession.go attach to these messages.
+func TestSSEStoryLines(t *testing.T) {
 	tests := []struct {
 		name   string
-		client clientStats
+		log    func(*zap.Logger)
 		want   string
-		absent string
+		counts tetherStats
 	}{
-		{"survived", clientStats{events: 10}, "closes: 0, the client's one socket stayed open", "!!!"},
-		{"survived a snapshot", clientStats{events: 10, snapshots: 1},
-			"every event reached the client once and in order, from each snapshot on.", "!!!"},
-		{"saw a gap", clientStats{events: 10, gaps: 1, missed: 3},
-			"!!! the client saw 1 silent gap, 0 duplicates and 0 events out of order", "every event reached"},
-		{"closed", clientStats{closes: 1, closedBy: "tether closed the socket with 1001"},
-			"!!! closes: 1, the client's socket was closed (tether closed the socket with 1001)", "closes: 0"},
+		{
+			name: "reset, with the feed's retry as a floor",
+			log: func(l *zap.Logger) {
+				l.Info("upstream reconnect scheduled", zap.Int("attempt", 1), zap.Duration("delay", 1080*time.Millisecond),
+					zap.String("reason", "sse: read stream: read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer"),
+					zap.Duration("floor", time.Second))
+			},
+			want:   "  12.3s  tether  upstream lost: connection reset by peer → retry #1 in 1.08s (the feed's retry: 1000 as a floor + jitter)",
+			counts: tetherStats{losses: 1},
+		},
+		{
+			name: "clean end",
+			log: func(l *zap.Logger) {
+				l.Info("upstream reconnect scheduled", zap.Int("attempt", 1), zap.Duration("delay", 2360*time.Millisecond),
+					zap.String("reason", "upstream ended the event stream: EOF"), zap.Duration("floor", time.Second))
+			},
+			want: "  12.3s  tether  the feed ended the stream (a clean end: EventSource reconnects, so does tether) " +
+				"→ retry #1 in 2.36s (the feed's retry: 1000 as a floor + jitter)",
+			counts: tetherStats{losses: 1},
+		},
+		{
+			name: "cut short",
+			log: func(l *zap.Logger) {
+				l.Info("upstream reconnect scheduled", zap.Int("attempt", 1), zap.Duration("delay", 900*time.Millisecond),
+					zap.String("reason", "sse: read stream: unexpected EOF"))
+			},
+			want:   "  12.3s  tether  upstream lost: the response was cut short (unexpected EOF) → retry #1 in 900ms",
+			counts: tetherStats{losses: 1},
+		},
+		{
+			name: "silence without a known start",
+			log: func(l *zap.Logger) {
+				l.Info("upstream reconnect scheduled", zap.Int("attempt", 1), zap.Duration("delay", 1500*time.Millisecond),
+					zap.String("reason", "heartbeat timeout"))
+			},
+			want: "  12.3s  tether  silent stream given up: not a byte within the idle limit, ping interval 1s + timeout 1s, " +
+				"as SSE has no ping → retry #1 in 1.50s",
+			counts: tetherStats{losses: 1},
+		},
+		{
+			name: "503 with Retry-After",
+			log: func(l *zap.Logger) {
+				l.Info("upstream reconnect scheduled", zap.Int("attempt", 2), zap.Duration("delay", 4470*time.Millisecond),
+					zap.Int("http_status", 503), zap.Duration("retry_after", 2*time.Second),
+					zap.String("reason", "upstream answered HTTP 503"), zap.Duration("floor", 2*time.Second))
+			},
+			want:   "  12.3s  tether  retry #1 refused: HTTP 503, Retry-After 2s → retry #2 in 4.47s (Retry-After 2s + jitter)",
+			counts: tetherStats{failedDials: 1},
+		},
+		{
+			name: "first request fails",
+			log: func(l *zap.Logger) {
+				l.Info("upstream reconnect scheduled", zap.Int("attempt", 1), zap.Duration("delay", 150*time.Millisecond),
+					zap.String("reason", "dial upstream: dial tcp 127.0.0.1:9: connect: connection refused"))
+			},
+			want:   "  12.3s  tether  first request failed: connection refused → retry #1 in 150ms",
+			counts: tetherStats{failedDials: 1},
+		},
+		{
+			name: "first confirmation",
+			log:  func(l *zap.Logger) { l.Info("upstream confirmed", zap.Uint64("gen", 1), zap.Int("attempt", 0)) },
+			want: "  12.3s  tether  upstream stream open; its first event confirmed it",
+		},
+		{
+			name: "back after an outage",
+			log: func(l *zap.Logger) {
+				l.Info("upstream confirmed", zap.Uint64("gen", 2), zap.Int("attempt", 1), zap.Duration("downtime", 1090*time.Millisecond))
+			},
+			want:   "  12.3s  tether  upstream back on retry #1 (downtime 1.09s)",
+			counts: tetherStats{reconnects: 1, longestDown: 1090 * time.Millisecond},
+		},
+		{
+			name: "duplicates",
+			log:  func(l *zap.Logger) { l.Info("duplicates dropped", zap.Int("count", 2)) },
+			want: "  12.3s  tether  dropped 2 duplicate events the app already has " +
+				"(their seq, TETHER_SEQ_PATH, is not above the last one passed on)",
+			counts: tetherStats{duplicates: 2},
+		},
+		{
+			name: "app connected",
+			log: func(l *zap.Logger) {
+				l.Info("app connected", zap.String("remote", "127.0.0.1:5"), zap.Bool("upstream_connected", true))
+			},
+			want: "  12.3s  tether  accepted the app's EventSource request: from now on tether keeps that one response open, " +
+				"whatever the upstream does",
+		},
+		{
+			name: "app gone, session lingers",
+			log: func(l *zap.Logger) {
+				l.Info("sse app disconnected; its session waits for it to reconnect", zap.String("remote", "127.0.0.1:5"),
+					zap.Duration("linger", 30*time.Second), zap.NamedError("cause", nil))
+			},
+			want: "  12.3s  tether  the app's request ended; its session (upstream stream and events) waits 30s " +
+				"(TETHER_SSE_LINGER) for it to come back with Last-Event-ID",
+		},
+		{
+			name: "app resumed",
+			log: func(l *zap.Logger) {
+				l.Info("sse app reconnected, stream resumed", zap.String("remote", "127.0.0.1:5"), zap.Uint64("after", 41))
+			},
+			want: "  12.3s  tether  the app came back with Last-Event-ID …-41: its stream resumes after event 41 of the session",
+		},
+		{
+			name: "app back too late",
+			log: func(l *zap.Logger) {
+				l.Warn("sse app reconnected after events its session no longer holds; tether-gap sent",
+					zap.Uint64("after", 4), zap.Uint64("lost", 7))
+			},
+			want: "  12.3s  tether  !!! the app came back too late: 7 events it missed are no longer kept; " +
+				"tether said so with a tether-gap event",
+		},
+		{
+			name: "shared entries are told as in the WebSocket demo",
+			log:  func(l *zap.Logger) { l.Info("shutting down") },
+			want: "  12.3s  tether  shutting down",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			n, out := newTestNarrator(0, false)
-			n.summary(report{elapsed: 20 * time.Second, seed: 7, client: tc.client,
-				faults: [numFaultKinds]int{faultRestart: 1}, tether: tetherStats{losses: 1, reconnects: 1, replayed: 1,
-					longestDown: time.Second, resumes: 2, resyncs: 1, gapsFilled: 3, duplicates: 5}})
-			s := out.String()
-			for _, want := range []string{tc.want, "summary after 20.0s (seed 7)", "faults   1: 1 server restart",
-				"tether   1 upstream connection lost, 0 dials refused or failed, 1 reconnect, longest downtime 1.00s, 1 subscription replayed",
-				"recovery 2 resumes, 1 snapshot, 3 gaps filled, 0 given up, 5 duplicates dropped",
-				"on every new connection tether asked the feed to resume after the client's last event"} {
-				if !strings.Contains(s, want) {
-					t.Errorf("summary lacks %q:\n%s", want, s)
-				}
+			const at = 12300 * time.Millisecond
+			n, out := newTestNarrator(sseMode(), 0, false)
+			tc.log(tetherLogger(n, at))
+			if got := strings.TrimSuffix(out.String(), "\n"); got != tc.want {
+				t.Errorf("narration\n got: %q\nwant: %q", got, tc.want)
 			}
-			if strings.Contains(s, tc.absent) {
-				t.Errorf("summary contains %q:\n%s", tc.absent, s)
+			if st := n.tetherStats(); st != tc.counts {
+				t.Errorf("stats = %+v, want %+v", st, tc.counts)
 			}
 		})
+	}
+}
+
+// A stall starts a silence; tether's detection and its return are
+// narrated against it.
+func TestSSEStoryStallMeasuresSilence(t *testing.T) {
+	n, out := newTestNarrator(sseMode(), 10*time.Second, false)
+	n.fault(faultOf(t, sseMode(), faultStall))
+	l := n.logger().Named("proxy.upstream")
+	l.WithOptions(zap.WithClock(fixedClock{t0.Add(12100 * time.Millisecond)})).Info("upstream reconnect scheduled",
+		zap.Int("attempt", 1), zap.Duration("delay", 1200*time.Millisecond), zap.String("reason", "heartbeat timeout"),
+		zap.Duration("floor", time.Second))
+	l.WithOptions(zap.WithClock(fixedClock{t0.Add(13300 * time.Millisecond)})).Info("upstream confirmed",
+		zap.Int("attempt", 1), zap.Duration("downtime", 1200*time.Millisecond))
+	want := []string{
+		"  10.0s  fault   silent stall: the feed stops writing (no events, no keep-alive comments) but keeps TCP open",
+		"  12.1s  tether  silent stream given up: not a byte for 2.1s (the idle limit, ping interval 1s + timeout 1s, " +
+			"as SSE has no ping) → retry #1 in 1.20s (the feed's retry: 1000 as a floor + jitter)",
+		"  13.3s  tether  upstream back on retry #1 (downtime 1.20s after detection, 3.3s since the feed went silent)",
+	}
+	if got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"); !slices.Equal(got, want) {
+		t.Errorf("narration:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

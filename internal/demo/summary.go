@@ -6,129 +6,92 @@ import (
 	"time"
 )
 
-// summaryEvery spaces the client's periodic summaries.
-const summaryEvery = 5 * time.Second
-
 // header introduces the demo and the settings it runs with.
-func (n *narrator) header(o Options, s settings) {
+func (n *narrator) header(o Options) {
 	until := "until Ctrl-C"
 	if o.Duration > 0 {
 		until = "for " + fmtSetting(o.Duration) + " (Ctrl-C stops it sooner)"
 	}
-	n.plain(
-		"tether demo: a flaky price feed, tether in front of it, and a naive client that connects once and never reconnects.",
+	lines := []string{
+		n.words.title,
 		fmt.Sprintf("  seed %d (-seed %d replays the same faults), a fault every ~%s, %d events/s, %s",
 			o.Seed, o.Seed, fmtSetting(o.FaultEvery), o.Rate, until),
-		fmt.Sprintf("  tether: ping after %s of upstream silence, dead %s later; backoff full jitter %s..%s; "+
-			"at least %s after 1012, %s after 1013",
-			fmtSetting(s.pingInterval), fmtSetting(s.pingTimeout), fmtSetting(s.backoffBase),
-			fmtSetting(s.backoffCap), fmtSetting(s.restartFloor), fmtSetting(s.tryAgainFloor)),
-		fmt.Sprintf("  tether: events sequenced by seq (duplicates dropped, what follows a gap held); "+
-			"resume after the last event on every new connection; gaps fetched over HTTP, given up after %s with a notice",
-			fmtSetting(s.gapTimeout)),
-		"",
-	)
+	}
+	lines = append(lines, n.words.header(n.story.settings)...)
+	n.plain(append(lines, "")...)
 }
 
-// clientSummary is the periodic line about what the client has seen.
-func (n *narrator) clientSummary(s clientStats) {
-	n.say(srcClient, "%s", clientLine(s))
-}
-
-// clientLine reads "received 1,204 events, 0 gaps (0 missed), 1 snapshot,
+// appLine reads "received 1,204 events, 0 gaps (0 missed), 1 snapshot,
 // closes: 0".
-func clientLine(s clientStats) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "received %s, %s (%s missed)", plural(s.events, "event", "events"),
-		plural(s.gaps, "gap", "gaps"), fmtCount(s.missed))
-	if s.duplicates > 0 {
-		fmt.Fprintf(&b, ", %s", plural(s.duplicates, "duplicate", "duplicates"))
+func appLine(s appStats, w words) string {
+	parts := []string{fmt.Sprintf("received %s, %s (%s missed)", plural(s.events, "event", "events"),
+		plural(s.gaps, "gap", "gaps"), fmtCount(s.missed))}
+	add := func(n int64, one, many string) {
+		if n > 0 {
+			parts = append(parts, plural(n, one, many))
+		}
 	}
-	if s.late > 0 {
-		fmt.Fprintf(&b, ", %s out of order", fmtCount(s.late))
-	}
-	if s.snapshots > 0 {
-		fmt.Fprintf(&b, ", %s", plural(s.snapshots, "snapshot", "snapshots"))
-	}
+	add(s.duplicates, "duplicate", "duplicates")
+	add(s.late, "out of order", "out of order")
+	add(s.snapshots, "snapshot", "snapshots")
 	if s.notices > 0 {
-		fmt.Fprintf(&b, ", %s (%s given up)", plural(s.notices, "gap notice", "gap notices"), fmtCount(s.announced))
+		parts = append(parts, fmt.Sprintf("%s (%s given up)", plural(s.notices, "gap notice", "gap notices"), fmtCount(s.announced)))
 	}
-	fmt.Fprintf(&b, ", closes: %d", s.closes)
-	return b.String()
+	add(s.tetherGaps, "tether-gap event", "tether-gap events")
+	add(s.keepAlives, "keep-alive", "keep-alives")
+	add(int64(s.requests), "request", "requests")
+	return strings.Join(append(parts, fmt.Sprintf("%s: %d", w.ends, s.ends)), ", ")
 }
 
 // report is everything the final summary needs.
 type report struct {
-	elapsed time.Duration
-	seed    uint64
-	faults  [numFaultKinds]int
-	tether  tetherStats
-	feed    feedStats
-	client  clientStats
+	elapsed   time.Duration
+	seed      uint64
+	faults    string // countsLine of the faults injected
+	tether    tetherStats
+	feed      string // the feed's own line
+	published int64  // events the feed numbered
+	app       appStats
 }
 
 // summary prints the final account.
 func (n *narrator) summary(r report) {
+	w := n.words
 	lines := []string{
 		"",
 		fmt.Sprintf("summary after %.1fs (seed %d)", r.elapsed.Seconds(), r.seed),
-		"  faults   " + faultLine(r.faults),
-		"  tether   " + tetherLine(r.tether),
+		"  faults   " + r.faults,
+		"  tether   " + tetherLine(r.tether, w),
 		"  recovery " + recoveryLine(r.tether),
-		"  feed     " + feedLine(r.feed),
-		"  client   " + clientLine(r.client) + fmt.Sprintf(", %s and %s from the feed",
-			plural(r.client.welcomes, "welcome", "welcomes"), plural(r.client.acks, "subscription answer", "subscription answers")),
+		"  feed     " + r.feed,
+		fmt.Sprintf("  %-9s%s%s", w.app, appLine(r.app, w), fromFeed(r.app)),
 	}
-	lines = append(lines, verdict(r.client)...)
-	lines = append(lines,
-		"  on every new connection tether asked the feed to resume after the client's last event and replayed the",
-		"  subscription; it fetched what a live connection missed over HTTP, dropped duplicates, and hid the",
-		"  feed's repeated welcomes and answers.",
-	)
-	n.plain(lines...)
-}
-
-// recoveryLine reads "4 resumes, 1 snapshot, 2 gaps filled, 0 given up, 6
-// duplicates dropped".
-func recoveryLine(t tetherStats) string {
-	return fmt.Sprintf("%s, %s, %s filled, %d given up, %s dropped",
-		plural(int64(t.resumes), "resume", "resumes"), plural(int64(t.resyncs), "snapshot", "snapshots"),
-		plural(int64(t.gapsFilled), "gap", "gaps"), t.gapsLost, plural(int64(t.duplicates), "duplicate", "duplicates"))
-}
-
-// feedLine says how the feed's events reached tether.
-func feedLine(f feedStats) string {
-	return fmt.Sprintf("published %s: %s sent live, %s replayed after resumes, %s served over HTTP; "+
-		"hiccups dropped %s and repeated %s",
-		plural(f.published, "event", "events"), fmtCount(f.delivered), fmtCount(f.replayed), fmtCount(f.served),
-		fmtCount(f.dropped), fmtCount(f.repeated))
-}
-
-func faultLine(counts [numFaultKinds]int) string {
-	return countsLine(counts[:], faultNames[:], faultPlurals[:])
-}
-
-// countsLine reads "5: 1 TCP reset, 2 stalls, …" from per-kind counts and
-// their names, or "none injected".
-func countsLine(counts []int, names, plurals []string) string {
-	total := 0
-	var parts []string
-	for k, c := range counts {
-		total += c
-		if c > 0 {
-			parts = append(parts, plural(int64(c), names[k], plurals[k]))
-		}
+	if r.app.lastID != "" {
+		lines = append(lines, fmt.Sprintf("  %s's last event id: %s (tether's session token and event count)", w.appName(), r.app.lastID))
 	}
-	if total == 0 {
-		return "none injected"
+	lines = append(lines, verdict(r.app, w)...)
+	if r.app.lastSeq > 0 && r.app.lastSeq < r.published {
+		lines = append(lines, fmt.Sprintf("  (%s had not reached %s when the demo stopped: in flight, "+
+			"or published while the feed's %s was down)", seqRange(r.app.lastSeq+1, r.published), w.appName(), w.link))
 	}
-	return fmt.Sprintf("%d: %s", total, strings.Join(parts, ", "))
+	n.plain(append(lines, w.epilogue...)...)
 }
 
-func tetherLine(t tetherStats) string {
+// fromFeed counts the feed's own answers the app saw, when it saw any.
+func fromFeed(s appStats) string {
+	if s.welcomes+s.acks == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %s and %s from the feed", plural(s.welcomes, "welcome", "welcomes"),
+		plural(s.acks, "subscription answer", "subscription answers"))
+}
+
+// tetherLine reads "2 upstream connections lost, 2 dials refused or
+// failed, 2 reconnects, longest downtime 8.73s, 2 subscriptions replayed".
+func tetherLine(t tetherStats, w words) string {
 	s := fmt.Sprintf("%s lost, %s refused or failed, %s",
-		plural(int64(t.losses), "upstream connection", "upstream connections"),
-		plural(int64(t.failedDials), "dial", "dials"),
+		plural(int64(t.losses), "upstream "+w.link, "upstream "+w.link+"s"),
+		plural(int64(t.failedDials), w.attempt, w.attempt+"s"),
 		plural(int64(t.reconnects), "reconnect", "reconnects"))
 	if t.reconnects > 0 {
 		s += fmt.Sprintf(", longest downtime %.2fs", t.longestDown.Seconds())
@@ -142,36 +105,63 @@ func tetherLine(t tetherStats) string {
 	return s
 }
 
-// verdict is the lines a reader looks for: did the client's socket
-// survive, and did it see every event once, in order?
-func verdict(c clientStats) []string {
-	var lines []string
-	if c.closes == 0 {
-		lines = append(lines, "  closes: 0, the client's one socket stayed open through every fault.")
-	} else {
-		lines = append(lines,
-			fmt.Sprintf("  !!! closes: %d, the client's socket was closed (%s).", c.closes, c.closedBy),
-			"  !!! tether exists to keep that socket open: this is a tether bug, please report it.")
+// recoveryLine reads "4 resumes, 1 snapshot, 2 gaps filled, 0 given up, 6
+// duplicates dropped"; resumes and snapshots only when there were any.
+func recoveryLine(t tetherStats) string {
+	var s string
+	if t.resumes > 0 {
+		s += plural(int64(t.resumes), "resume", "resumes") + ", "
 	}
-	if bad := c.gaps + c.duplicates + c.late; bad == 0 {
-		lines = append(lines, "  every event reached the client once and in order"+snapshotNote(c))
-	} else {
-		lines = append(lines, fmt.Sprintf("  !!! the client saw %s, %s and %d events out of order: a tether bug, please report it.",
-			plural(c.gaps, "silent gap", "silent gaps"), plural(c.duplicates, "duplicate", "duplicates"), c.late))
+	if t.resyncs > 0 {
+		s += plural(int64(t.resyncs), "snapshot", "snapshots") + ", "
 	}
-	return lines
+	return s + fmt.Sprintf("%s filled, %d given up, %s dropped", plural(int64(t.gapsFilled), "gap", "gaps"),
+		t.gapsLost, plural(int64(t.duplicates), "duplicate", "duplicates"))
 }
 
-// snapshotNote qualifies "every event": after a snapshot, every event from
-// the snapshot's number; after a gap notice, except those announced.
-func snapshotNote(c clientStats) string {
-	switch {
-	case c.snapshots > 0 && c.notices > 0:
-		return ", from each snapshot on, except the announced gaps."
-	case c.snapshots > 0:
-		return ", from each snapshot on."
-	case c.notices > 0:
-		return ", except the announced gaps."
+// verdict is the lines a reader looks for: did the app's connection
+// survive, and did it see every event once, in order?
+func verdict(a appStats, w words) []string {
+	var lines []string
+	if a.ends == 0 && a.gaveUp == "" {
+		lines = append(lines, fmt.Sprintf("  %s: 0, %s stayed open through every fault.", w.ends, w.kept))
+	} else {
+		why := a.endedBy
+		if why == "" {
+			why = a.gaveUp
+		}
+		lines = append(lines,
+			fmt.Sprintf("  !!! %s: %d, %s (%s).", w.ends, a.ends, w.lost, why),
+			fmt.Sprintf("  !!! tether exists to keep that %s open: this is a tether bug, please report it.", w.conn))
 	}
-	return "."
+	if a.gaps+a.duplicates+a.late > 0 {
+		return append(lines, fmt.Sprintf("  !!! %s saw %s, %s and %d events out of order: a tether bug, please report it.",
+			w.appName(), plural(a.gaps, "silent gap", "silent gaps"), plural(a.duplicates, "duplicate", "duplicates"), a.late))
+	}
+	note := "."
+	switch announced := a.notices+a.tetherGaps > 0; {
+	case a.snapshots > 0 && announced:
+		note = ", from each snapshot on, except the announced gaps."
+	case a.snapshots > 0:
+		note = ", from each snapshot on."
+	case announced:
+		note = ", except the announced gaps."
+	}
+	return append(lines, "  every event reached "+w.appName()+" once and in order"+note)
+}
+
+// seqRange reads "event 600" or "events 515–600".
+func seqRange(from, to int64) string {
+	if from == to {
+		return fmt.Sprintf("event %d", from)
+	}
+	return fmt.Sprintf("events %d–%d", from, to)
+}
+
+// gapName reads "gap 412" or "gap 412–418".
+func gapName(g span) string {
+	if g.from == g.to {
+		return fmt.Sprintf("gap %d", g.from)
+	}
+	return fmt.Sprintf("gap %d–%d", g.from, g.to)
 }

@@ -22,13 +22,13 @@ var (
 func knownVariables(t *testing.T) map[string]bool {
 	t.Helper()
 	known := map[string]bool{}
-	for _, m := range envTag.FindAllStringSubmatch(readRepoFile(t, "cmd/tether/config.go"), -1) {
+	for _, m := range envTag.FindAllStringSubmatch(readRepoFile(t, "internal/config/config.go"), -1) {
 		known["TETHER_"+m[1]] = true
 	}
 	// Guard against a regexp that silently stopped matching.
 	for _, name := range []string{"TETHER_UPSTREAM_URL", "TETHER_LISTEN", "TETHER_ADMIN_LISTEN", "TETHER_DRAIN_TIMEOUT"} {
 		if !known[name] {
-			t.Fatalf("%s not found among the env tags of cmd/tether/config.go (found %d names)", name, len(known))
+			t.Fatalf("%s not found among the env tags of internal/config/config.go (found %d names)", name, len(known))
 		}
 	}
 	return known
@@ -69,7 +69,7 @@ func TestChartVariablesExist(t *testing.T) {
 		for _, name := range variableName.FindAllString(text, -1) {
 			seen++
 			if !known[name] {
-				t.Errorf("%s names %s, which cmd/tether/config.go does not define", path, name)
+				t.Errorf("%s names %s, which internal/config/config.go does not define", path, name)
 			}
 		}
 	}

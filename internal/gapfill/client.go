@@ -32,7 +32,10 @@ type Options struct {
 	Header    http.Header // static request headers; Authorization is replaced when TokenFile is set
 	TokenFile string      // bearer token, re-read on every request; "" for none
 	TLS       *tls.Config // nil: system roots
-	MaxBytes  int64       // largest answer body; 0: DefaultMaxBytes
+	// Proxy chooses the HTTP proxy of each request, as for the upstream
+	// (TETHER_UPSTREAM_PROXY, HTTPS_PROXY); nil connects directly.
+	Proxy    func(*url.URL) (*url.URL, error)
+	MaxBytes int64 // largest answer body; 0: DefaultMaxBytes
 	// Timeout bounds one request, from dialing to the last byte of the
 	// body; 0: DefaultTimeout. FetchRetry's context bounds all attempts.
 	Timeout time.Duration
@@ -67,16 +70,34 @@ func NewClient(opts Options) *Client {
 	// dial, the TLS handshake, the headers and the body alike, so the
 	// transport's own per-phase timeouts are left unset.
 	tr := &http.Transport{
-		// No proxy from the environment: the upstream WebSocket is dialed
-		// directly, and its catch-up endpoint is reached the same way.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{}).DialContext,
-		TLSClientConfig:     opts.TLS.Clone(),
-		ForceAttemptHTTP2:   true,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
+		// The upstream's proxy, never net/http's own reading of the
+		// environment: the catch-up endpoint is reached as the upstream is.
+		Proxy:                  requestProxy(opts.Proxy),
+		OnProxyConnectResponse: proxyRefusal,
+		DialContext:            (&net.Dialer{}).DialContext,
+		TLSClientConfig:        opts.TLS.Clone(),
+		ForceAttemptHTTP2:      true,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
 	}
 	return &Client{opts: opts, transport: tr, http: &http.Client{Transport: tr}}
+}
+
+// requestProxy adapts p to http.Transport.Proxy.
+func requestProxy(p func(*url.URL) (*url.URL, error)) func(*http.Request) (*url.URL, error) {
+	if p == nil {
+		return nil
+	}
+	return func(r *http.Request) (*url.URL, error) { return p(r.URL) }
+}
+
+// proxyRefusal types the proxy's refusal of a CONNECT, which net/http
+// would report as a bare status text.
+func proxyRefusal(_ context.Context, _ *url.URL, _ *http.Request, resp *http.Response) error {
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return nil
+	}
+	return &StatusError{Status: resp.StatusCode, Proxy: true}
 }
 
 // Close closes the connections kept for reuse. Requests in flight are not
@@ -90,27 +111,52 @@ func (c *Client) Close() {
 // [*TooLargeError], a [*ParseError], or a network, token-file or timeout
 // error; none of them quotes the URL.
 func (c *Client) Fetch(parent context.Context, rawURL string) ([][]byte, error) {
+	body, contentType, err := c.get(parent, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(body, contentType)
+}
+
+// FetchDocument GETs rawURL (a rendered TETHER_RESYNC_URL) once and returns
+// its answer as one message: a single JSON value in valid UTF-8 (a
+// snapshot), trimmed of surrounding blanks. The limits, credentials and
+// errors are Fetch's; a body that is not one JSON value is a
+// [*ParseError] with Document set.
+func (c *Client) FetchDocument(parent context.Context, rawURL string) ([]byte, error) {
+	body, _, err := c.get(parent, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocument(body)
+}
+
+// get makes one bounded GET and returns the body of a 2xx answer and its
+// Content-Type.
+func (c *Client) get(parent context.Context, rawURL string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(parent, c.opts.Timeout)
 	defer cancel()
 	req, err := c.newRequest(ctx, rawURL)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, c.requestError(parent, ctx, err)
+		return nil, "", c.requestError(parent, ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Draining a small body lets the connection be reused.
 		_, _ = io.CopyN(io.Discard, resp.Body, discardLimit)
-		return nil, c.statusError(resp)
+		se := c.statusError(resp)
+		se.Proxy = resp.StatusCode == http.StatusProxyAuthRequired
+		return nil, "", se
 	}
 	body, err := c.readBody(resp)
 	if err != nil {
-		return nil, c.requestError(parent, ctx, err)
+		return nil, "", c.requestError(parent, ctx, err)
 	}
-	return Parse(body, resp.Header.Get("Content-Type"))
+	return body, resp.Header.Get("Content-Type"), nil
 }
 
 func (c *Client) newRequest(ctx context.Context, rawURL string) (*http.Request, error) {

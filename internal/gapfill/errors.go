@@ -18,10 +18,17 @@ var errAttemptTimeout = errors.New("gapfill: attempt timed out")
 type StatusError struct {
 	Status     int
 	RetryAfter time.Duration // from Retry-After; 0 when absent or unparsable
+	// Proxy is set when the HTTP proxy gave the answer: to the CONNECT of
+	// an https:// URL, or a 407.
+	Proxy bool
 }
 
 func (e *StatusError) Error() string {
-	msg := fmt.Sprintf("gapfill: HTTP %d %s", e.Status, http.StatusText(e.Status))
+	who := "HTTP"
+	if e.Proxy {
+		who = "proxy answered HTTP"
+	}
+	msg := fmt.Sprintf("gapfill: %s %d %s", who, e.Status, http.StatusText(e.Status))
 	if e.RetryAfter > 0 {
 		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
 	}
@@ -41,14 +48,21 @@ func (e *TooLargeError) Error() string {
 // Exactly one of Element and Line is set, 1-based: the array element or
 // the line at fault. Offset is the byte offset in the body where the
 // problem was found.
+//
+// Document is set instead for an answer that should have been one JSON
+// value (FetchDocument): Offset is then where the problem was found.
 type ParseError struct {
-	Element int
-	Line    int
-	Offset  int64
-	Err     error
+	Element  int
+	Line     int
+	Document bool
+	Offset   int64
+	Err      error
 }
 
 func (e *ParseError) Error() string {
+	if e.Document {
+		return fmt.Sprintf("gapfill: JSON document (byte %d): %v", e.Offset, e.Err)
+	}
 	if e.Line > 0 {
 		return fmt.Sprintf("gapfill: NDJSON line %d (byte %d): %v", e.Line, e.Offset, e.Err)
 	}

@@ -77,6 +77,35 @@ func parseArray(body []byte) ([][]byte, error) {
 	return msgs, nil
 }
 
+// ParseDocument returns an answer that is one message (a snapshot): the
+// body trimmed of surrounding blanks, which must be a single JSON value in
+// valid UTF-8, since it is forwarded as WebSocket text. It is a subslice
+// of body.
+func ParseDocument(body []byte) ([]byte, error) {
+	doc := bytes.TrimSpace(body)
+	offset := int64(len(body) - len(bytes.TrimLeft(body, " \t\r\n")))
+	switch {
+	case len(doc) == 0:
+		return nil, &ParseError{Document: true, Offset: offset, Err: errEmptyDocument}
+	case !json.Valid(doc):
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		var v validOnly
+		err := dec.Decode(&v)
+		if err == nil {
+			return nil, &ParseError{Document: true, Offset: offset + dec.InputOffset(), Err: errAfterDocument}
+		}
+		at := int64(len(doc)) // cut short: at the end
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			at = se.Offset
+		}
+		return nil, &ParseError{Document: true, Offset: offset + at, Err: syntaxOnly(err)}
+	case !utf8.Valid(doc):
+		return nil, &ParseError{Document: true, Offset: offset, Err: errNotUTF8}
+	}
+	return doc, nil
+}
+
 // validOnly is decoded into when only the decoder's validation and offsets
 // are wanted: it keeps nothing, so no copy of the element is made.
 type validOnly struct{}
@@ -88,6 +117,9 @@ var (
 	errAfterArray = errors.New("data after the closing bracket")
 	errAfterValue = errors.New("data after the JSON value: one message per line")
 	errTruncated  = errors.New("unexpected end of answer")
+
+	errEmptyDocument = errors.New("empty answer: want one JSON value")
+	errAfterDocument = errors.New("data after the JSON value: want one")
 )
 
 // syntaxOnly turns the decoder's io.ErrUnexpectedEOF and io.EOF into an

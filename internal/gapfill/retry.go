@@ -25,23 +25,36 @@ import (
 // error says how many attempts were made and wraps the last failure that
 // was not caused by ctx ending.
 func (c *Client) FetchRetry(ctx context.Context, rawURL string, backoff func(attempt int) time.Duration) ([][]byte, error) {
+	return retry(ctx, backoff, func() ([][]byte, error) { return c.Fetch(ctx, rawURL) })
+}
+
+// FetchDocumentRetry is FetchRetry for FetchDocument: one snapshot, with
+// the same retries, waits and final failures.
+func (c *Client) FetchDocumentRetry(ctx context.Context, rawURL string, backoff func(attempt int) time.Duration) ([]byte, error) {
+	return retry(ctx, backoff, func() ([]byte, error) { return c.FetchDocument(ctx, rawURL) })
+}
+
+// retry calls get until it succeeds, fails for good or ctx ends
+// (FetchRetry).
+func retry[T any](ctx context.Context, backoff func(attempt int) time.Duration, get func() (T, error)) (T, error) {
+	var zero T
 	var last error
 	for attempt := 1; ; attempt++ {
-		msgs, err := c.Fetch(ctx, rawURL)
+		v, err := get()
 		switch {
 		case err == nil:
-			return msgs, nil
+			return v, nil
 		case ctx.Err() != nil:
 			if last == nil {
 				last = err
 			}
-			return nil, giveUp(attempt, last)
+			return zero, giveUp(attempt, last)
 		case !Transient(err):
-			return nil, err
+			return zero, err
 		}
 		last = err
 		if !wait(ctx, delayFor(err, backoff(attempt))) {
-			return nil, giveUp(attempt, last)
+			return zero, giveUp(attempt, last)
 		}
 	}
 }

@@ -23,6 +23,10 @@
 // header is accepted when TETHER_ALLOWED_ORIGINS lists it and refused with 403,
 // before any upstream dial, when it does not.
 //
+// The graphql-ws preset (TETHER_PROTOCOL=graphql-ws) is tested the same
+// way, with the real graphql-ws 6 server and client from npm (graphql 16):
+// graphqlws_test.go, scripts graphqlws_server.mjs and graphqlws_app.mjs.
+//
 // Finding the peers: node must be on PATH and the ws package (8.x) in
 // testdata/node_modules, which git ignores; Python is
 // $TETHER_INTEROP_PYTHON, else python3 on PATH, else /usr/bin/python3, the

@@ -175,7 +175,15 @@ type event struct {
 	Port     int    `json:"port"`
 	Version  string `json:"version"`
 	Message  string `json:"message"`
-	raw      string
+	// Of a connection: the extensions the server negotiated, what tether
+	// offered, what the server answered. Of stats: socket bytes.
+	Extensions string `json:"extensions"`
+	Offered    string `json:"offered"`
+	Accepted   string `json:"accepted"`
+	Written    int64  `json:"written"`
+	Read       int64  `json:"read"`
+	Count      int    `json:"count"`
+	raw        string
 }
 
 func (e event) String() string { return e.raw }

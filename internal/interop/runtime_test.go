@@ -62,7 +62,9 @@ func need(t *testing.T, what, install string, err error) {
 	if os.Getenv("CI") != "" {
 		t.Fatalf("%s is missing and CI is set: .ci/run must install it (%s): %v", what, install, err)
 	}
-	t.Skipf("%s is missing (install: %s; or run .ci/run): %v", what, install, err)
+	reason := fmt.Sprintf("%s is missing (install: %s; or run .ci/run)", what, install)
+	skipped.Add(reason)
+	t.Skipf("%s: %v", reason, err)
 }
 
 // findNode finds node and the ws package in testdata/node_modules, where
@@ -138,12 +140,14 @@ type server struct {
 	port int
 }
 
-// startServer starts rt's server on port (0: any free port) and waits until it
+// startServer starts rt's server on port (0: any free port), with the
+// script's extra flags (node_server.js: --deflate), and waits until it
 // listens.
-func startServer(t *testing.T, rt runtime, port int) server {
+func startServer(t *testing.T, rt runtime, port int, extra ...string) server {
 	t.Helper()
 	name := rt.name + " server"
-	p := peer{startProc(t, name, rt.command(rt.server, "--port", strconv.Itoa(port)), false)}
+	args := append([]string{"--port", strconv.Itoa(port)}, extra...)
+	p := peer{startProc(t, name, rt.command(rt.server, args...), false)}
 	ev := p.await(t, startWait, "listening", is("listening"))
 	if port != 0 && ev.Port != port {
 		t.Fatalf("%s listens on %d, want %d", name, ev.Port, port)

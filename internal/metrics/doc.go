@@ -12,7 +12,7 @@
 // package depends on a metrics library.
 //
 // Label values come from small fixed sets (documented on each collector and in
-// README.md "Metrics"); close codes are folded into a bounded set by
+// docs/metrics.md); close codes are folded into a bounded set by
 // CloseCodeLabel; no label ever carries a session id, a URL or a reason text.
 //
 // Concurrency: every method is safe for concurrent use (the collectors are),

@@ -50,6 +50,10 @@ func (m *Metrics) HandshakeRejected(reason string) {
 	m.HandshakeRejections.WithLabelValues(reason).Inc()
 }
 
+// SSEResumed counts what one sse:// request's Last-Event-ID led to
+// (tether_sse_resumes_total{outcome}).
+func (m *Metrics) SSEResumed(outcome string) { m.SSEResumes.WithLabelValues(outcome).Inc() }
+
 // DrainStarted sets tether_draining to 1. A proxy never stops draining once
 // it started, so nothing sets it back.
 func (m *Metrics) DrainStarted() { m.Draining.Set(1) }
@@ -61,7 +65,8 @@ func (m *Metrics) Replayed(n int) { addCount(m.ReplayedMessages, n) }
 func (m *Metrics) DuplicateDropped() { m.DuplicatesDropped.Inc() }
 
 // Gap counts one sequence gap by outcome (GapFilled, GapResync, GapClosed,
-// GapSkipped, GapNotified).
+// GapSkipped, GapNotified), or a stream whose numbering started over
+// (GapEpoch, GapRestart).
 func (m *Metrics) Gap(outcome string) { m.Gaps.WithLabelValues(outcome).Inc() }
 
 // Recovered counts one stream made whole after a reconnect, by method

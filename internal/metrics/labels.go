@@ -1,86 +1,43 @@
 package metrics
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/tetherproxy/tether/internal/labels"
+)
 
 // Label values. Each set is bounded; values are pre-created at zero in New so
 // that rate() and increase() see a series before its first event.
 var (
 	// dialResults are the outcomes of an upstream dial (upstream.Observer).
 	dialResults = []string{
-		"ok", "refused", "timeout", "dns", "tls", "network",
-		"http_401", "http_403", "http_429", "http_5xx", "http_4xx", "http_other",
-		"bad_url", "token",
+		labels.DialOK, labels.DialRefused, labels.DialTimeout, labels.DialDNS, labels.DialTLS, labels.DialNetwork,
+		labels.DialHTTP401, labels.DialHTTP403, labels.DialHTTP429, labels.DialHTTP5xx, labels.DialHTTP4xx, labels.DialHTTPOther,
+		labels.DialBadURL, labels.DialToken, labels.DialSubprotocol, labels.DialHandshake, labels.DialProxy, labels.DialProxyAuth,
 	}
 	// lossReasons are why an open upstream connection ended
 	// (upstream.Observer); "close" comes with a close code label.
-	lossReasons = []string{"close", "reset", "eof", "heartbeat", "protocol", "restore", "network"}
+	lossReasons = []string{
+		labels.LossClose, labels.LossReset, labels.LossEOF, labels.LossHeartbeat, labels.LossProtocol, labels.LossRestore, labels.LossNetwork,
+	}
 	// rejectionReasons are why an app's WebSocket handshake was refused, or
 	// a tcp:// app on accept (max_sessions, draining, upstream_permanent).
 	rejectionReasons = []string{
-		"max_sessions", "draining", "upstream_permanent", "bad_request", "timeout", "aborted",
-		"origin", "host", "headers_too_large", "path",
+		labels.RejectMaxSessions, labels.RejectDraining, labels.RejectUpstreamPermanent, labels.RejectBadRequest,
+		labels.RejectTimeout, labels.RejectAborted, labels.RejectOrigin, labels.RejectHost,
+		labels.RejectHeadersTooLarge, labels.RejectPath,
 	}
 )
 
-// Message directions (tether_messages_total{direction}).
-const (
-	DirectionAppToUpstream = "app_to_upstream"
-	DirectionUpstreamToApp = "upstream_to_app"
-)
-
-// Listener kinds (the listener label of tether_sessions and
-// tether_messages_total): WebSocket over TCP, WebSocket over a unix socket,
-// newline-delimited lines over TCP, Server-Sent Events over HTTP.
-const (
-	ListenerWS   = "ws"
-	ListenerUnix = "unix"
-	ListenerTCP  = "tcp"
-	ListenerSSE  = "sse"
-)
-
-// Why a message was not forwarded (tether_app_dropped_total{reason}): from
-// the app, over TETHER_MAX_MESSAGE_BYTES, text that is not UTF-8, or the
-// bytes after a tcp:// app's last newline when it disconnected; to a tcp://
-// app, a binary message or text with a line break under a drop or close
-// policy (TETHER_TCP_BINARY, TETHER_TCP_NEWLINE); an app message while the
-// upstream is SSE, which takes none (read_only).
-const (
-	DropTooLarge     = "too_large"
-	DropInvalidUTF8  = "invalid_utf8"
-	DropUnterminated = "unterminated"
-	DropBinary       = "binary"
-	DropNewline      = "newline"
-	DropReadOnly     = "read_only"
-)
-
-// Gap outcomes (tether_gaps_total{outcome}), DESIGN.md "Sequences and gap
-// filling": filled (by a resumed replay or TETHER_GAPFILL_URL), resync (a
-// snapshot reset the stream), and after TETHER_GAP_TIMEOUT the policy taken:
-// closed, skipped or notified.
-const (
-	GapFilled   = "filled"
-	GapResync   = "resync"
-	GapClosed   = "closed"
-	GapSkipped  = "skipped"
-	GapNotified = "notified"
-)
-
-// Recovery methods (tether_recoveries_total{method}): how the app's stream was
-// made whole after a reconnect: the server resumed after the last sequence
-// number, TETHER_GAPFILL_URL filled the gap over HTTP, or the server sent a
-// snapshot (resync).
-const (
-	RecoveryResume = "resume"
-	RecoveryHTTP   = "http"
-	RecoveryResync = "resync"
-)
-
+// The label values of the proxy's events are internal/labels': the proxy
+// reports them and this package pre-creates them from one definition.
 var (
-	gapOutcomes     = []string{GapFilled, GapResync, GapClosed, GapSkipped, GapNotified}
-	recoveryMethods = []string{RecoveryResume, RecoveryHTTP, RecoveryResync}
-	directions      = [...]string{DirectionAppToUpstream, DirectionUpstreamToApp}
-	listenerKinds   = [...]string{ListenerWS, ListenerUnix, ListenerTCP, ListenerSSE}
-	dropReasons     = []string{DropTooLarge, DropInvalidUTF8, DropUnterminated, DropBinary, DropNewline, DropReadOnly}
+	gapOutcomes     = []string{labels.GapFilled, labels.GapResync, labels.GapClosed, labels.GapSkipped, labels.GapNotified, labels.GapEpoch, labels.GapRestart, labels.GapResyncFailed}
+	recoveryMethods = []string{labels.RecoveryResume, labels.RecoveryHTTP, labels.RecoveryResync}
+	directions      = [...]string{labels.DirectionAppToUpstream, labels.DirectionUpstreamToApp}
+	listenerKinds   = [...]string{labels.ListenerWS, labels.ListenerUnix, labels.ListenerTCP, labels.ListenerSSE}
+	sseResumes      = []string{labels.SSEResumed, labels.SSEEvicted, labels.SSESessionGone, labels.SSEForeignID, labels.SSEUpstream}
+	dropReasons     = []string{labels.DropTooLarge, labels.DropInvalidUTF8, labels.DropUnterminated, labels.DropBinary, labels.DropNewline, labels.DropReadOnly, labels.DropUnframed, labels.DropEnded, labels.DropUnsent, labels.DropStale, labels.DropKeepalive}
 )
 
 // codeNone is the code label of a disconnect without a close frame.

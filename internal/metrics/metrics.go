@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,12 +38,14 @@ type Metrics struct {
 	OutboxMessages      prometheus.GaugeFunc
 	OutboxDropped       prometheus.Counter
 	HandshakeRejections *prometheus.CounterVec // reason
+	SSEResumes          *prometheus.CounterVec // outcome
 	HeldBytes           prometheus.Gauge
 	Draining            prometheus.Gauge
 	BuildInfo           *prometheus.GaugeVec // version
 
 	messages [len(listenerKinds)][len(directions)]prometheus.Counter // hot path, resolved once
 	outbox   atomic.Pointer[func() int]
+	memory   atomic.Pointer[MemorySource]
 }
 
 // New creates every collector and registers it on reg. version becomes the
@@ -65,10 +68,16 @@ func New(reg prometheus.Registerer, version string) (*Metrics, error) {
 
 // RegisterRuntime adds the Go runtime and process collectors (go_*,
 // process_*) to reg: memory, goroutines, file descriptors and CPU of the
-// sidecar, which a resource limit is sized from.
+// sidecar, which a resource limit is sized from. Besides the default set,
+// the Go collector serves go_gc_heap_live_bytes (runtime/metrics'
+// /gc/heap/live:bytes): the heap the last GC found reachable, which, unlike
+// go_memstats_heap_inuse_bytes, does not rise and fall with the garbage
+// made since, so a leak shows as its steady rise (the churn test and the
+// chaos soak sample it from outside the process).
 func RegisterRuntime(reg prometheus.Registerer) error {
+	live := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}
 	return errors.Join(
-		reg.Register(collectors.NewGoCollector()),
+		reg.Register(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(live))),
 		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
 	)
 }
@@ -81,7 +90,7 @@ func newCollectors() *Metrics {
 		}, []string{"listener"}),
 		UpstreamDials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_upstream_dials_total",
-			Help: "Upstream dial attempts by result: ok, refused, timeout, dns, tls, network, http_401, http_403, http_429, http_5xx, http_4xx, http_other, bad_url, token.",
+			Help: "Upstream dial attempts by result: ok, refused, timeout, dns, tls, network, http_401, http_403, http_429, http_5xx, http_4xx, http_other, bad_url, token, subprotocol, handshake, proxy, proxy_auth.",
 		}, []string{"result"}),
 		UpstreamDisconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_upstream_disconnects_total",
@@ -102,7 +111,7 @@ func newCollectors() *Metrics {
 		}, []string{"direction", "listener"}),
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_app_dropped_total",
-			Help: "Messages not forwarded because of a transport rule, by reason: from the app, too_large, invalid_utf8, unterminated (the app is closed or gone); to a tcp:// app, binary and newline (TETHER_TCP_BINARY, TETHER_TCP_NEWLINE set to drop or close); read_only, an app message while the upstream is SSE.",
+			Help: "Messages not forwarded because of a transport rule, by reason: from the app, too_large, invalid_utf8, unterminated (the app is closed or gone); to a tcp:// app, binary and newline (TETHER_TCP_BINARY, TETHER_TCP_NEWLINE set to drop or close); read_only, an app message while the upstream is SSE; unframed, a message its protocol could not frame.",
 		}, []string{"reason"}),
 		DuplicatesDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_duplicates_dropped_total",
@@ -124,6 +133,10 @@ func newCollectors() *Metrics {
 			Name: "tether_app_handshake_rejections_total",
 			Help: "App WebSocket handshakes refused (and tcp:// apps refused on accept), by reason: max_sessions, draining, upstream_permanent, bad_request, timeout, aborted, origin, host, headers_too_large, path.",
 		}, []string{"reason"}),
+		SSEResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_sse_resumes_total",
+			Help: "sse:// requests with a Last-Event-ID, by outcome: resumed (a lingering session, nothing lost), evicted (resumed, events lost), session_gone (tether's id, its session gone), foreign_id (an id tether cannot read, WebSocket upstream), upstream (passed to the SSE upstream).",
+		}, []string{"outcome"}),
 		HeldBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tether_held_bytes",
 			Help: "Bytes of upstream messages held behind a sequence gap, across sessions.",
@@ -150,12 +163,12 @@ func newCollectors() *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
+	return append([]prometheus.Collector{
 		m.Sessions, m.UpstreamDials, m.UpstreamDisconnects, m.ReconnectSeconds,
 		m.Recoveries, m.Messages, m.Dropped, m.DuplicatesDropped, m.Gaps, m.ReplayedMessages,
-		m.OutboxMessages, m.OutboxDropped, m.HandshakeRejections, m.HeldBytes,
+		m.OutboxMessages, m.OutboxDropped, m.HandshakeRejections, m.SSEResumes, m.HeldBytes,
 		m.Draining, m.BuildInfo,
-	}
+	}, m.memoryCollectors()...)
 }
 
 // precreate makes every known labelled series exist at zero.
@@ -173,6 +186,9 @@ func (m *Metrics) precreate() {
 	}
 	for _, v := range gapOutcomes {
 		m.Gaps.WithLabelValues(v)
+	}
+	for _, v := range sseResumes {
+		m.SSEResumes.WithLabelValues(v)
 	}
 	for _, v := range recoveryMethods {
 		m.Recoveries.WithLabelValues(v)

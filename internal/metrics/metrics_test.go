@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tetherproxy/tether/internal/labels"
 	"github.com/tetherproxy/tether/internal/metrics"
 )
 
@@ -56,8 +57,8 @@ func TestCloseCodeLabel(t *testing.T) {
 func TestNewIsolated(t *testing.T) {
 	reg, a := newMetrics(t)
 	_, b := newMetrics(t)
-	a.SessionStarted(metrics.ListenerWS)
-	if got := testutil.ToFloat64(b.Sessions.WithLabelValues(metrics.ListenerWS)); got != 0 {
+	a.SessionStarted(labels.ListenerWS)
+	if got := testutil.ToFloat64(b.Sessions.WithLabelValues(labels.ListenerWS)); got != 0 {
 		t.Errorf("second instance sees %v sessions, want 0", got)
 	}
 	if _, err := metrics.New(reg, "again"); err == nil {
@@ -84,14 +85,15 @@ tether_build_info{version="v1.2.3"} 1
 		t.Error(err)
 	}
 	for name, n := range map[string]int{
-		"tether_upstream_dials_total":           14,
+		"tether_upstream_dials_total":           18,
 		"tether_upstream_disconnects_total":     6, // every reason but close, code="none"
 		"tether_app_handshake_rejections_total": 10,
-		"tether_gaps_total":                     5,
+		"tether_gaps_total":                     8,
 		"tether_recoveries_total":               3,
+		"tether_sse_resumes_total":              5,
 		"tether_messages_total":                 8, // 2 directions × 4 listener kinds
 		"tether_sessions":                       4, // one per listener kind
-		"tether_app_dropped_total":              6,
+		"tether_app_dropped_total":              11,
 	} {
 		if got, err := testutil.GatherAndCount(reg, name); err != nil || got != n {
 			t.Errorf("%s has %d series at start (%v), want %d", name, got, err, n)
@@ -103,26 +105,27 @@ tether_build_info{version="v1.2.3"} 1
 func TestEvents(t *testing.T) {
 	_, m := newMetrics(t)
 	obs := metrics.UpstreamObserver{Metrics: m, Permanent: func(c int) bool { return c == 4500 }}
-	m.SessionStarted(metrics.ListenerWS)
-	m.SessionStarted(metrics.ListenerWS)
-	m.SessionEnded(metrics.ListenerWS)
-	m.SessionStarted(metrics.ListenerTCP)
-	m.Message(metrics.DirectionAppToUpstream, metrics.ListenerWS)
-	m.Message(metrics.DirectionUpstreamToApp, metrics.ListenerWS)
-	m.Message(metrics.DirectionUpstreamToApp, metrics.ListenerWS)
-	m.Message(metrics.DirectionUpstreamToApp, metrics.ListenerUnix)
-	m.Message(metrics.DirectionAppToUpstream, metrics.ListenerTCP)
-	m.AppDropped(metrics.DropBinary)
-	m.AppDropped(metrics.DropBinary)
-	m.AppDropped(metrics.DropTooLarge)
+	m.SessionStarted(labels.ListenerWS)
+	m.SessionStarted(labels.ListenerWS)
+	m.SessionEnded(labels.ListenerWS)
+	m.SessionStarted(labels.ListenerTCP)
+	m.Message(labels.DirectionAppToUpstream, labels.ListenerWS)
+	m.Message(labels.DirectionUpstreamToApp, labels.ListenerWS)
+	m.Message(labels.DirectionUpstreamToApp, labels.ListenerWS)
+	m.Message(labels.DirectionUpstreamToApp, labels.ListenerUnix)
+	m.Message(labels.DirectionAppToUpstream, labels.ListenerTCP)
+	m.AppDropped(labels.DropBinary)
+	m.AppDropped(labels.DropBinary)
+	m.AppDropped(labels.DropTooLarge)
 	m.DroppedFromOutbox(3)
 	m.DroppedFromOutbox(0)
 	m.HandshakeRejected("max_sessions")
 	m.DrainStarted()
 	m.Replayed(4)
 	m.DuplicateDropped()
-	m.Gap(metrics.GapSkipped)
-	m.Recovered(metrics.RecoveryResume)
+	m.Gap(labels.GapSkipped)
+	m.Recovered(labels.RecoveryResume)
+	m.SSEResumed(labels.SSEForeignID)
 	m.HeldBytesChanged(100)
 	m.HeldBytesChanged(-40)
 	obs.Dialed("ok")
@@ -155,6 +158,7 @@ func TestEvents(t *testing.T) {
 		"gap skipped":          {m.Gaps.WithLabelValues("skipped"), 1},
 		"gap filled":           {m.Gaps.WithLabelValues("filled"), 0},
 		"recovered resume":     {m.Recoveries.WithLabelValues("resume"), 1},
+		"sse foreign id":       {m.SSEResumes.WithLabelValues("foreign_id"), 1},
 		"held bytes":           {m.HeldBytes, 60},
 		"dials ok":             {m.UpstreamDials.WithLabelValues("ok"), 1},
 		"dials 5xx":            {m.UpstreamDials.WithLabelValues("http_5xx"), 1},
@@ -200,8 +204,8 @@ tether_reconnect_seconds_count 1
 // series, rather than lost or folded into a known one.
 func TestMessageUnknownLabels(t *testing.T) {
 	_, m := newMetrics(t)
-	m.Message("sideways", metrics.ListenerWS)
-	m.Message(metrics.DirectionAppToUpstream, "carrier-pigeon")
+	m.Message("sideways", labels.ListenerWS)
+	m.Message(labels.DirectionAppToUpstream, "carrier-pigeon")
 	for _, labels := range [][2]string{{"sideways", "ws"}, {"app_to_upstream", "carrier-pigeon"}} {
 		if got := testutil.ToFloat64(m.Messages.WithLabelValues(labels[0], labels[1])); got != 1 {
 			t.Errorf("messages%v = %v, want 1", labels, got)

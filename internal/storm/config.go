@@ -8,7 +8,7 @@ import (
 	"github.com/tetherproxy/tether/upstream"
 )
 
-// tether's own defaults (cmd/tether/config.go, DESIGN.md "Variables"); a test
+// tether's own defaults (internal/config/config.go, docs/design.md "Variables"); a test
 // checks them against the envDefault tags there so this file cannot drift.
 const (
 	TetherBackoffBase   = 500 * time.Millisecond // TETHER_BACKOFF_BASE
@@ -147,7 +147,7 @@ func RestartScenario(restart time.Duration) Scenario {
 	return Scenario{Name: fmt.Sprintf("1012 restart, server back after %v", restart), CloseCode: 1012, Outage: restart}
 }
 
-// DefaultScenarios are the two scenarios of the README table.
+// DefaultScenarios are the two scenarios of the table in docs/performance.md.
 func DefaultScenarios() []Scenario {
 	return []Scenario{LossScenario(DefaultOutage), RestartScenario(DefaultRestart)}
 }

@@ -54,10 +54,10 @@ func TestValidate(t *testing.T) {
 }
 
 // TestTetherDefaults compares this package's idea of tether's defaults with
-// the envDefault tags of cmd/tether's Config, the source of truth, so that
+// the envDefault tags of internal/config's Config, the source of truth, so that
 // the "tether defaults" row cannot silently describe another configuration.
 func TestTetherDefaults(t *testing.T) {
-	tags := envDefaults(t, "../../cmd/tether/config.go")
+	tags := envDefaults(t, "../../internal/config/config.go")
 	for _, tc := range []struct {
 		env  string
 		want time.Duration

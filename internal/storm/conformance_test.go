@@ -138,7 +138,7 @@ func realDelays(t *testing.T, b upstream.Backoff, policy upstream.ClosePolicy) [
 }
 
 // loggedDelays collects the "delay" field of every log entry that has one:
-// DESIGN.md asks for one line per reconnect with the delay chosen.
+// docs/design.md asks for one line per reconnect with the delay chosen.
 func loggedDelays(logs *observer.ObservedLogs) []time.Duration {
 	var out []time.Duration
 	for _, e := range logs.All() {
@@ -181,4 +181,5 @@ type nopHandler struct{}
 
 func (nopHandler) Restore(context.Context, *upstream.Conn) error { return nil }
 func (nopHandler) Message(*upstream.Conn, ws.OpCode, []byte)     {}
+func (nopHandler) Flush(*upstream.Conn)                          {}
 func (nopHandler) Lost(*upstream.Conn, error)                    {}

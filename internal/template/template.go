@@ -22,6 +22,7 @@ var funcs = template.FuncMap{
 	"json":  jsonValue,
 	"query": func(v any) string { return url.QueryEscape(fmt.Sprint(v)) },
 	"path":  func(v any) string { return url.PathEscape(fmt.Sprint(v)) },
+	"get":   getValue,
 }
 
 // jsonValue encodes v as JSON without HTML escaping: the result goes into a

@@ -15,7 +15,7 @@ func TestResumeMessage(t *testing.T) {
 		want string
 	}{
 		{
-			name: "DESIGN.md example",
+			name: "docs/design.md example",
 			text: `{"t":"resume","session":{{json .Session}},"after":{{.LastSeq}}}`,
 			data: Resume{Session: "S", LastSeq: 41},
 			want: `{"t":"resume","session":"S","after":41}`,
@@ -293,4 +293,25 @@ func TestConcurrentRender(t *testing.T) {
 func itoa(i int) string {
 	b, _ := jsonValue(i)
 	return b
+}
+
+func TestResyncURL(t *testing.T) {
+	var u ResyncURL
+	text := `https://api.example.com/api/v3/depth?symbol={{query .Stream}}&limit=1000`
+	if err := u.UnmarshalText([]byte(text)); err != nil {
+		t.Fatalf("UnmarshalText: %v", err)
+	}
+	got, err := u.Render(Snapshot{Stream: "BTC USDT"})
+	if want := `https://api.example.com/api/v3/depth?symbol=BTC+USDT&limit=1000`; err != nil || got != want {
+		t.Fatalf("Render = %q, %v; want %q", got, err, want)
+	}
+	for text, want := range map[string]string{
+		`https://h/depth?from={{.From}}`: "can't evaluate field From",
+		`ws://h/depth`:                   `scheme "ws": want http or https`,
+	} {
+		var bad ResyncURL
+		if err := bad.UnmarshalText([]byte(text)); err == nil || !strings.Contains(err.Error(), want) || bad.IsSet() {
+			t.Errorf("UnmarshalText(%q) = %v, set %v; want an error containing %q", text, err, bad.IsSet(), want)
+		}
+	}
 }

@@ -15,11 +15,22 @@ type Resume struct {
 }
 
 // Gap is the data of TETHER_GAP_NOTICE and TETHER_GAPFILL_URL: the missing
-// numbers From to To, inclusive, of Stream.
+// numbers From to To, inclusive, of Stream. For a stream whose numbering
+// started over, Reset names why (epoch, restart): From is then the number
+// after the last one delivered before and To the new number minus one, so
+// From may exceed To. Reset is "" for a gap.
 type Gap struct {
 	Stream   string
 	From, To int64
 	Session  string
+	Reset    string
+}
+
+// Snapshot is the data of TETHER_RESYNC_URL: the stream whose gap could not
+// be filled, and the server's session.
+type Snapshot struct {
+	Stream  string
+	Session string
 }
 
 // The samples templates are validated with at parse time. Non-empty
@@ -28,6 +39,7 @@ type Gap struct {
 var (
 	sampleResume = Resume{Session: "session", LastSeq: 41, Stream: "stream"}
 	sampleGap    = Gap{Stream: "stream", From: 42, To: 45, Session: "session"}
+	sampleSnap   = Snapshot{Stream: "stream", Session: "session"}
 )
 
 // ResumeMessage is TETHER_RESUME_MESSAGE. The zero value is unset.
@@ -113,7 +125,39 @@ func parseVar(name string, text []byte, sample any) (*Template, error) {
 	return Parse(name, string(text), sample)
 }
 
-func checkURL(t *Template, sample Gap) error {
+// ResyncURL is TETHER_RESYNC_URL, the HTTP snapshot of a stream fetched
+// when a gap cannot be filled. The zero value is unset.
+type ResyncURL struct{ t *Template }
+
+// UnmarshalText parses and validates the template, which must render an
+// absolute http or https URL for the sample data; empty text leaves it
+// unset.
+func (u *ResyncURL) UnmarshalText(text []byte) error {
+	t, err := parseVar("resync url", text, sampleSnap)
+	if err == nil && t != nil {
+		err = checkURL(t, sampleSnap)
+	}
+	if err != nil {
+		t = nil
+	}
+	u.t = t
+	return err
+}
+
+// IsSet reports whether a template was configured.
+func (u ResyncURL) IsSet() bool { return u.t != nil }
+
+// Render renders the URL for d. It panics when the template is unset.
+func (u ResyncURL) Render(d Snapshot) (string, error) {
+	b, err := u.t.Execute(d)
+	return string(b), err
+}
+
+// String returns the template's source text, "" when unset. It may hold
+// credentials (a token in the query): do not log it.
+func (u ResyncURL) String() string { return sourceOf(u.t) }
+
+func checkURL(t *Template, sample any) error {
 	raw, err := t.Execute(sample)
 	if err != nil {
 		return err

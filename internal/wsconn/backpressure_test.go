@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,42 @@ func shrinkSendBuffer(tb testing.TB, c net.Conn) {
 	if err := tc.SetWriteBuffer(16 << 10); err != nil {
 		tb.Fatalf("SetWriteBuffer: %v", err)
 	}
+}
+
+// stalledConn is a real connection whose writes wait until resume, as if
+// the peer had stopped reading and no socket buffer took anything first: a
+// writer blocked on it stays blocked however the machine schedules it. A
+// peer that merely stops reading cannot promise that: its socket buffers
+// take the writer's bytes at the pace the writer runs, so under load a Send
+// can wait blockedAfter for a writer that was only starved, while there was
+// room. Close ends a write that waits.
+type stalledConn struct {
+	net.Conn
+	resumed    chan struct{}
+	closed     chan struct{}
+	resumeOnce sync.Once
+	closeOnce  sync.Once
+}
+
+func stallWrites(c net.Conn) *stalledConn {
+	return &stalledConn{Conn: c, resumed: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (s *stalledConn) Write(p []byte) (int, error) {
+	select {
+	case <-s.resumed:
+	case <-s.closed:
+		return 0, net.ErrClosed
+	}
+	return s.Conn.Write(p)
+}
+
+// resume lets writes through from now on.
+func (s *stalledConn) resume() { s.resumeOnce.Do(func() { close(s.resumed) }) }
+
+func (s *stalledConn) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return s.Conn.Close()
 }
 
 // numbered is message seq: its number, then bytes derived from it.
@@ -126,11 +163,16 @@ func readNumbered(r io.Reader, n int) error {
 
 // Close with a backlog of queued frames (the data queue full, the peer slow):
 // the backlog is still written, then the close frame.
+//
+// The queue is 64 KiB, not DefaultQueueBytes: filling 16 MiB with 64-byte
+// frames took over 260,000 Sends and as many frames read back, 7 to 9 s
+// under -race at load 10, past the testTimeout deadline newRawPair puts on
+// both sockets. A full queue is what the test needs, not a large one.
 func TestCloseAfterBacklog(t *testing.T) {
-	const size = 64
+	const queueBytes, size = 64 << 10, 64
 	p := newRawPair(t)
 	shrinkSendBuffer(t, p.server)
-	srv := wrap(t, p.server, nil, wsconn.Options{CloseWait: testTimeout})
+	srv := wrap(t, p.server, nil, wsconn.Options{QueueBytes: queueBytes, CloseWait: testTimeout})
 	sent := fillUntilBlocked(t, srv, size, srv.DataQueueFull)
 	srv.Close(ws.StatusGoingAway, "drain")
 	br := bufio.NewReaderSize(p.client, 64<<10)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/sendq"
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
 
@@ -28,7 +29,7 @@ func TestSendBatchOrder(t *testing.T) {
 			c := wrap(t, nc, nil, wsconn.Options{Client: client})
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
-			var b wsconn.Batch
+			var b sendq.Batch
 			seq := 0
 			for _, run := range []struct{ batch, size int }{{1, 64}, {0, 64}, {5, 100}, {0, 70 << 10}, {40, 4 << 10}, {3, 10}} {
 				if run.batch == 0 {
@@ -43,8 +44,8 @@ func TestSendBatchOrder(t *testing.T) {
 				if b.Len() != run.batch || b.Bytes() != int64(run.batch*run.size) {
 					t.Fatalf("batch holds %d messages, %d bytes, want %d, %d", b.Len(), b.Bytes(), run.batch, run.batch*run.size)
 				}
-				if err := c.SendBatch(ctx, &b); err != nil {
-					t.Fatalf("SendBatch: %v", err)
+				if n, err := c.SendBatch(ctx, &b); err != nil || n != run.batch {
+					t.Fatalf("SendBatch: %d messages queued, %v; want %d", n, err, run.batch)
 				}
 				if b.Len() != 0 || b.Bytes() != 0 {
 					t.Fatalf("batch not emptied: %d messages, %d bytes", b.Len(), b.Bytes())
@@ -79,14 +80,14 @@ func readMasked(r *bufio.Reader, n int, masked bool) error {
 // at once after Append, as with Send.
 func TestAppendCopiesPayload(t *testing.T) {
 	srv, cli := bothSides(t, wsconn.Options{}, wsconn.Options{})
-	var b wsconn.Batch
+	var b sendq.Batch
 	p := []byte("first")
 	srv.Append(&b, ws.OpText, p)
 	copy(p, "XXXXX")
 	srv.Append(&b, ws.OpText, p)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := srv.SendBatch(ctx, &b); err != nil {
+	if _, err := srv.SendBatch(ctx, &b); err != nil {
 		t.Fatalf("SendBatch: %v", err)
 	}
 	checkMessage(t, cli, ws.OpText, []byte("first"))
@@ -96,39 +97,46 @@ func TestAppendCopiesPayload(t *testing.T) {
 // A batch counts against QueueBytes like the messages it holds: behind a full
 // queue SendBatch blocks until the context ends, then drops the batch; an
 // empty batch is a no-op; after Close it fails with ErrClosed.
+//
+// The queue must stay full while SendBatch waits, so the writes stall until
+// the peer reads (stalledConn): behind a peer that only stopped reading,
+// the fill stopped at a Send that had waited for a starved writer, the
+// writer then drained the queue into the socket buffers, and SendBatch
+// found room (5 of 60 runs at load 12).
 func TestSendBatchBackpressureAndClose(t *testing.T) {
 	const queueBytes, size = 1 << 10, 256
 	p := newRawPair(t)
-	shrinkSendBuffer(t, p.server)
-	srv := wrap(t, p.server, nil, wsconn.Options{QueueBytes: queueBytes, CloseWait: closeWait})
+	nc := stallWrites(p.server)
+	srv := wrap(t, nc, nil, wsconn.Options{QueueBytes: queueBytes, CloseWait: closeWait})
 	sent := fillUntilBlocked(t, srv, size, nil)
 
-	var b wsconn.Batch
+	var b sendq.Batch
 	srv.Append(&b, ws.OpBinary, numbered(sent, size))
 	ctx, cancel := context.WithTimeout(context.Background(), blockedAfter)
-	err := srv.SendBatch(ctx, &b)
+	n, err := srv.SendBatch(ctx, &b)
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || b.Len() != 0 {
-		t.Fatalf("SendBatch behind a full queue: %v with %d messages left, want context.DeadlineExceeded and an empty batch", err, b.Len())
+	if !errors.Is(err, context.DeadlineExceeded) || n != 0 || b.Len() != 0 {
+		t.Fatalf("SendBatch behind a full queue: %v, %d queued, %d messages left, want context.DeadlineExceeded, none queued and an empty batch", err, n, b.Len())
 	}
-	if err := srv.SendBatch(context.Background(), &b); err != nil {
-		t.Fatalf("SendBatch of an empty batch: %v", err)
+	if n, err := srv.SendBatch(context.Background(), &b); err != nil || n != 0 {
+		t.Fatalf("SendBatch of an empty batch: %d, %v", n, err)
 	}
 
 	got := rawReader(p.client, sent+1)
+	nc.resume()
 	srv.Append(&b, ws.OpBinary, numbered(sent, size))
 	ctx, cancel = context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := srv.SendBatch(ctx, &b); err != nil {
-		t.Fatalf("SendBatch once the peer reads: %v", err)
+	if n, err := srv.SendBatch(ctx, &b); err != nil || n != 1 {
+		t.Fatalf("SendBatch once the peer reads: %d queued, %v", n, err)
 	}
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 	srv.Close(ws.StatusNormalClosure, "")
 	srv.Append(&b, ws.OpBinary, numbered(0, size))
-	if err := srv.SendBatch(ctx, &b); !errors.Is(err, wsconn.ErrClosed) {
-		t.Fatalf("SendBatch after Close: %v, want ErrClosed", err)
+	if n, err := srv.SendBatch(ctx, &b); !errors.Is(err, wsconn.ErrClosed) || n != 0 {
+		t.Fatalf("SendBatch after Close: %d queued, %v, want ErrClosed", n, err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/sendq"
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
 
@@ -47,14 +48,14 @@ func BenchmarkSendBatch(b *testing.B) {
 			payload := pattern(0, size)
 			read := countMessages(cli, b.N)
 			ctx := context.Background()
-			var batch wsconn.Batch
+			var batch sendq.Batch
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
 				srv.Append(&batch, ws.OpBinary, payload)
 				if batch.Bytes() >= 16<<10 || i == b.N-1 {
-					if err := srv.SendBatch(ctx, &batch); err != nil {
+					if _, err := srv.SendBatch(ctx, &batch); err != nil {
 						b.Fatalf("SendBatch: %v", err)
 					}
 				}

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/sendq"
 )
 
 // Options configures a Conn. The zero value of each field has a safe meaning.
@@ -34,6 +37,17 @@ type Options struct {
 	// Pong is called from the reader when a pong arrives (heartbeat bookkeeping).
 	// It must not block.
 	Pong func()
+	// Deflate, when not nil, is the negotiated permessage-deflate: see
+	// Deflate. Without it a frame with RSV1 set is a protocol error, and
+	// the reader and writer cost nothing more than before the extension.
+	Deflate *Deflate
+	// Account, when not nil, is the memory budget's account of the
+	// connection's session. The queued bytes count on it
+	// (sendq.Options.Account): Send then also waits while the budget has no
+	// room for the session, and what is still queued when the connection ends
+	// is given back. So does the message being reassembled until it is
+	// whole (read.go, assembled), which never waits.
+	Account *budget.Account
 }
 
 // Defaults for zero Options fields.
@@ -54,19 +68,32 @@ type Conn struct {
 	hdr     [ws.MaxHeaderSize]byte
 	ctl     [125]byte
 	msg     []byte
+	msgCost int64 // what msg's frames count against MaxMessageBytes: their payload, at least a byte each
+	// asm is what the message being reassembled holds on Options.Account,
+	// given back once it is whole or the read failed.
+	asm     int64
 	readErr error
 	// ahead is the header of the next frame, of aheadN bytes, when that
 	// frame sits whole and plain in the read buffer (readWhole); aheadN is 0
 	// when unknown.
 	ahead  ws.Header
 	aheadN int
+	// inflater holds permessage-deflate's reader state, from the first
+	// compressed message on.
+	inflater *inflater
 
 	// lastRead is the monotonic time (nanoseconds since epoch) of the last frame
 	// header read, for heartbeats.
 	lastRead atomic.Int64
 
-	// Writer side.
-	wake      chan struct{} // one slot: something was queued for an idle writer
+	// info reads the socket's TCP counters for WriteProgress, set up on its
+	// first call: the app side never calls it.
+	info     tcpInfo
+	infoOnce sync.Once
+
+	// Writer side. The writer goroutine exists only while something is
+	// queued (wakeWriter starts it, take ends it), so an idle connection
+	// costs no goroutine, and no stack, for its writer.
 	quit      chan struct{} // closed by Abort
 	done      chan struct{} // closed when the writer has exited and TCP is closed
 	peerClose chan struct{} // closed when the reader has seen the peer's close
@@ -76,16 +103,24 @@ type Conn struct {
 
 	// mu guards the queue: frames are encoded straight into it, and the
 	// writer swaps it out whole, so a message costs one lock and one copy.
-	mu          sync.Mutex
-	segs        []*wbuf // data frames (and finally the close frame), in order
-	ctrl        *wbuf   // pings and pongs, written before queued data
-	ctrlFrames  int
-	active      bool // the writer is at work or has been woken
-	closeQueued bool // the close frame is queued: nothing may follow it
-	queued      int64
-	space       chan struct{} // closed when queued shrinks and someone waits
-	waiting     bool
+	// q counts the data bytes in segs against QueueBytes, under mu.
+	mu         sync.Mutex
+	q          sendq.Queue
+	segs       []*sendq.Buf // data frames (and finally the close frame), in order
+	ctrl       *sendq.Buf   // pings and pongs, written before queued data
+	ctrlFrames int
+	// ctrlUnwritten counts the bytes of control frames queued and not yet
+	// written (Unwritten); the data bytes are q's.
+	ctrlUnwritten atomic.Int64
+	// ctrlDropped counts control frames not queued: the queue was full.
+	ctrlDropped uint64
 	writeErr    error
+	// writing is true from the writer's start to its exit; aborted once
+	// Abort has closed the socket. Whichever of the writer's exit and Abort
+	// comes second closes done.
+	writing, aborted bool
+	// spare is the writer's emptied segment list, kept between its runs.
+	spare []*sendq.Buf
 }
 
 // epoch anchors lastRead on the monotonic clock.
@@ -95,7 +130,8 @@ func monotonic() int64 { return int64(time.Since(epoch)) }
 
 // New wraps an established connection. br may hold bytes the peer sent together
 // with its handshake response (gobwas returns them from Dial): they are read first.
-// New starts the writer goroutine; the caller must eventually call Close or Abort.
+// The writer goroutine runs only while something is queued; the caller must
+// eventually call Close or Abort.
 func New(nc net.Conn, br *bufio.Reader, opts Options) *Conn {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
@@ -109,15 +145,15 @@ func New(nc net.Conn, br *bufio.Reader, opts Options) *Conn {
 	c := &Conn{
 		nc:        nc,
 		opts:      opts,
-		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		peerClose: make(chan struct{}),
-		space:     make(chan struct{}),
 	}
+	// The close frame goes after data already queued, and a Send after it
+	// fails with ErrClosed, as after Abort.
+	c.q.Init(&c.mu, sendq.Options{Limit: opts.QueueBytes, Closed: ErrClosed, Wake: c.wakeWriter, Account: opts.Account})
 	c.br = c.newReader(nc, br)
 	c.lastRead.Store(monotonic())
-	go c.writeLoop()
 	return c
 }
 
@@ -187,7 +223,15 @@ func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 func (c *Conn) Abort() {
 	c.abortOnce.Do(func() {
 		c.closing.Store(true)
+		c.q.Close() // a Send waiting for room returns ErrClosed now
 		close(c.quit)
 		_ = c.nc.Close()
+		c.mu.Lock()
+		c.aborted = true
+		idle := !c.writing
+		c.mu.Unlock()
+		if idle { // otherwise the writer closes done as it exits
+			c.ended()
+		}
 	})
 }

@@ -21,11 +21,14 @@
 //     buffers of whole frames, under one lock), so callers may reuse theirs and a
 //     message costs one copy and no channel operation; the queue is bounded by
 //     QueueBytes and Send blocks beyond it, which is how backpressure reaches the
-//     caller. Append and SendBatch queue many messages under one lock, for a
+//     caller. The bound, the blocked senders and the writer's wake-up are a
+//     sendq.Queue, the one every app transport of tether uses. Append encodes
+//     messages into a sendq.Batch and SendBatch queues it under one lock, for a
 //     reader forwarding a burst. The writer takes the whole queue at once and
 //     writes it segment by segment (64 KiB), a ping or pong going ahead of the
-//     next segment, and sleeps when nothing is queued: sparse traffic costs one
-//     write per message, a backlog is written in large writes.
+//     next segment, and exits when nothing is queued (the next Send starts it
+//     again): sparse traffic costs one write per message, a backlog is written
+//     in large writes, and an idle connection has no writer goroutine.
 //   - Memory: on a plain socket (TCP, Unix) the read buffer is taken from a pool
 //     while bytes arrive and given back before the reader waits, and the write
 //     buffers only exist while something is queued, so an idle connection holds
@@ -33,8 +36,9 @@
 //
 // Concurrency contract: ReadMessage, ReadMessageFlushing and MessageBuffered must be
 // called from one goroutine at a time (the connection's reader). Send, SendBatch,
-// Append, Ping, Close, Abort, LastRead, Done and Err are safe for concurrent use; a
-// Batch itself belongs to one goroutine at a time. The writer goroutine is owned by
-// the Conn: it ends after Close has finished its handshake or after Abort, and Done
-// is closed when it has.
+// Append, Ping, Close, Abort, LastRead, WriteProgress, Unread, Done and Err are safe
+// for concurrent use; a Batch itself belongs to one goroutine at a time. The writer
+// goroutine is owned by the Conn and runs only while something is queued: none is
+// left after Close has finished its handshake or after Abort, and Done is closed
+// then.
 package wsconn

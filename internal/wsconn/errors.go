@@ -29,6 +29,11 @@ func (e *CloseError) Error() string {
 type ProtocolError struct {
 	Code   ws.StatusCode
 	Reason string
+	// InClose is set when the violation was in the peer's close frame, whose
+	// code, when it had one, is PeerCode: a peer closing with a frame it
+	// cannot write is no peer to reconnect to blindly.
+	InClose  bool
+	PeerCode ws.StatusCode
 }
 
 func (e *ProtocolError) Error() string {

@@ -55,3 +55,41 @@ func heapAfterGC() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// An idle connection has no writer goroutine: the writer runs while
+// something is queued (data, a ping, a pong) and exits once it has written
+// it, so what remains of each pair after traffic both ways is the two
+// readers the test itself runs.
+func TestIdleConnectionHasNoWriter(t *testing.T) {
+	const pairs = 50
+	before := runtime.NumGoroutine()
+	for range pairs {
+		srv, cli := bothSides(t, wsconn.Options{}, wsconn.Options{})
+		mustSend(t, srv, ws.OpText, pattern(1, 100))
+		checkMessage(t, cli, ws.OpText, pattern(1, 100))
+		mustSend(t, cli, ws.OpText, pattern(2, 100))
+		checkMessage(t, srv, ws.OpText, pattern(2, 100))
+		if err := cli.Ping([]byte("p")); err != nil { // the server's writer answers it
+			t.Fatal(err)
+		}
+		readLoop(t, srv)
+		readLoop(t, cli)
+	}
+	// A writer exits after its last write, with no event to wait for:
+	// poll, bounded.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(testTimeout)
+	for {
+		extra := runtime.NumGoroutine() - before
+		if extra <= 2*pairs {
+			t.Logf("%d goroutines for %d idle pairs (their test readers)", extra, pairs)
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d goroutines for %d idle pairs, want at most %d (the test's readers)", extra, pairs, 2*pairs)
+		}
+	}
+}

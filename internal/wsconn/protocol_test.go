@@ -44,6 +44,8 @@ func TestMaxMessageBytes(t *testing.T) {
 			clientFrame(ws.OpPing, true, pattern(1, 100)),
 			clientFrame(ws.OpContinuation, true, pattern(2, 10)),
 		}, false},
+		// Empty fragments without end cost a byte each: they reach the limit.
+		{"empty fragments without end", emptyFragments(limit + 1), true},
 		// A peer declaring a huge length is stopped at the header, before it has
 		// sent (or tether has allocated) anything.
 		{"declared 1 GiB", []ws.Frame{hugeHeaderOnly()}, true},
@@ -64,6 +66,15 @@ func TestMaxMessageBytes(t *testing.T) {
 			waitDone(t, srv, testTimeout)
 		})
 	}
+}
+
+// emptyFragments is the start of a message in n empty frames, not final.
+func emptyFragments(n int) []ws.Frame {
+	frames := []ws.Frame{clientFrame(ws.OpText, false, nil)}
+	for range n - 1 {
+		frames = append(frames, clientFrame(ws.OpContinuation, false, nil))
+	}
+	return frames
 }
 
 // hugeHeaderOnly is a frame whose header declares 1 GiB and whose payload is
@@ -126,6 +137,39 @@ func TestProtocolViolations(t *testing.T) {
 			writeRaw(t, raw, tt.frames...)
 			checkFailed(t, srv, raw, tt.want)
 		})
+	}
+}
+
+// A violation in the peer's close frame says so (InClose) and keeps the code
+// the frame carried, so the owner can tell a peer that closes badly from a
+// frame gone wrong mid-stream.
+func TestBrokenCloseNamed(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload []byte
+		code    ws.StatusCode // PeerCode
+	}{
+		{"reason not UTF-8", closeBody(1003, "\xff\xfe"), 1003},
+		{"invalid code", closeBody(1006, ""), 1006},
+		{"1-byte payload", []byte{3}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, raw := serverSide(t, wsconn.Options{CloseWait: closeWait})
+			writeRaw(t, raw, clientFrame(ws.OpClose, true, tt.payload))
+			_, _, err := srv.ReadMessage()
+			if pe := asProtocolError(t, err, ws.StatusProtocolError); !pe.InClose || pe.PeerCode != tt.code {
+				t.Errorf("ProtocolError %+v, want InClose with PeerCode %d", pe, tt.code)
+			}
+		})
+	}
+	srv, raw := serverSide(t, wsconn.Options{CloseWait: closeWait})
+	f := clientFrame(ws.OpText, true, []byte("x"))
+	f.Header.Rsv = 4
+	writeRaw(t, raw, f)
+	_, _, err := srv.ReadMessage()
+	if pe := asProtocolError(t, err, ws.StatusProtocolError); pe.InClose {
+		t.Errorf("reserved bits on a text frame: ProtocolError %+v, want InClose false", pe)
 	}
 }
 

@@ -11,9 +11,13 @@ import (
 	"github.com/gobwas/ws"
 )
 
-// maxRetainedBytes is the largest reassembly buffer kept between messages; a
-// buffer grown beyond it by one huge message is released afterwards.
-const maxRetainedBytes = 1 << 20
+// maxRetainedBytes is the largest reassembly (or inflation) buffer kept
+// between messages; a buffer grown beyond it by a larger message is
+// released afterwards. The size of the read buffer: what a connection keeps
+// while idle stays small and fixed (the memory budget does not count it),
+// and a message larger than that costs one allocation of its size, next to
+// reading it.
+const maxRetainedBytes = 64 << 10
 
 // readChunk bounds how much of a peer-declared payload is allocated before the
 // bytes arrive, so a header claiming 16 MiB costs nothing until it is sent.
@@ -42,8 +46,8 @@ func (c *Conn) ReadMessageFlushing(flush func()) (op ws.OpCode, p []byte, err er
 			flush()
 		}
 		c.aheadN = 0 // the general path reads through the buffer
-		op, err = c.readMessage()
-		p = c.msg
+		op, p, err = c.readMessage()
+		c.releaseAssembly()
 	}
 	if err != nil {
 		c.readErr = err
@@ -51,6 +55,35 @@ func (c *Conn) ReadMessageFlushing(flush func()) (op ws.OpCode, p []byte, err er
 		return 0, nil, err
 	}
 	return op, p, nil
+}
+
+// assembled counts n more bytes of the message being reassembled on
+// Options.Account (docs/design.md "Memory"), from its first byte read until
+// it is whole: the memory a peer can hold by sending a large message slowly.
+// Once whole it is handed over, and whatever the caller keeps of it counts
+// where it keeps it (a queue, the hold buffer): counting it here as well
+// would make what the budget refuses depend on how TCP cut the message,
+// since one that arrives whole in the read buffer is returned from there.
+// It never waits, and takes the bytes even when the budget has no room: a
+// half-read message is freed only by reading the rest of it, so a reader
+// waiting on the budget in the middle of one would wait for itself, and one
+// waiting before its first byte would leave the peer's pongs and close
+// frame unread. The message's next buffer (the queue towards the app or
+// the upstream) waits instead, and MaxMessageBytes bounds what one message
+// takes beyond the budget.
+func (c *Conn) assembled(n int64) {
+	if a := c.opts.Account; a != nil {
+		a.Reserve(n)
+		c.asm += n
+	}
+}
+
+// releaseAssembly gives back what the last message held on Options.Account.
+func (c *Conn) releaseAssembly() {
+	if c.asm > 0 {
+		c.opts.Account.Release(c.asm)
+		c.asm = 0
+	}
 }
 
 // readWhole returns the next message in place, without copying it out of the
@@ -99,51 +132,73 @@ func (c *Conn) plainFrame(h ws.Header) bool {
 		(h.OpCode == ws.OpText || h.OpCode == ws.OpBinary) && h.Length <= c.opts.MaxMessageBytes
 }
 
-func (c *Conn) readMessage() (ws.OpCode, error) {
+// readMessage is the general path: it reassembles the next data message
+// from its frames through the read buffer, handling control frames between
+// them, and inflates it when it came compressed (RSV1 on its first frame,
+// with Deflate negotiated).
+func (c *Conn) readMessage() (ws.OpCode, []byte, error) {
 	if cap(c.msg) > maxRetainedBytes {
 		c.msg = nil
 	}
 	c.msg = c.msg[:0]
+	c.msgCost = 0
 	var op ws.OpCode
+	compressed := false
 	for {
 		h, err := ws.ReadHeaderBuffer(c.br, c.hdr[:])
 		if errors.Is(err, ws.ErrHeaderLengthMSB) {
 			// A 64-bit length with the top bit set breaks §5.2: fail with 1002
 			// like any other framing violation, not as a socket error.
-			return 0, c.protocolError(ws.StatusProtocolError, "payload length with the most significant bit set")
+			return 0, nil, c.protocolError(ws.StatusProtocolError, "payload length with the most significant bit set")
 		}
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if err := c.checkHeader(h, op != 0); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if h.OpCode.IsControl() {
 			if err := c.readControl(h); err != nil {
-				return 0, err
+				return 0, nil, err
 			}
 			continue
 		}
 		if err := c.readPayload(h); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
+		c.msgCost += max(h.Length, 1)
 		if op == 0 {
-			op = h.OpCode
+			op, compressed = h.OpCode, h.Rsv&rsv1 != 0
 		}
 		if h.Fin {
-			if op == ws.OpText && !utf8.Valid(c.msg) {
-				return 0, c.protocolError(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in text message")
-			}
-			return op, nil
+			return c.finishMessage(op, compressed)
 		}
 	}
+}
+
+// finishMessage inflates a compressed message and checks that text is UTF-8.
+func (c *Conn) finishMessage(op ws.OpCode, compressed bool) (ws.OpCode, []byte, error) {
+	p := c.msg
+	if compressed {
+		var err error
+		if p, err = c.inflate(p); err != nil {
+			return 0, nil, err
+		}
+	}
+	if op == ws.OpText && !utf8.Valid(p) {
+		return 0, nil, c.protocolError(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in text message")
+	}
+	return op, p, nil
 }
 
 // checkHeader applies RFC 6455 §5.2–5.5 to one frame header. inMessage tells
 // whether a fragmented message is in progress.
 func (c *Conn) checkHeader(h ws.Header, inMessage bool) error {
+	// RFC 7692 §6: with permessage-deflate, RSV1 marks the first frame of
+	// a compressed data message, and nothing else.
+	compressedStart := h.Rsv == rsv1 && c.opts.Deflate != nil && (h.OpCode == ws.OpText || h.OpCode == ws.OpBinary)
 	switch {
-	case h.Rsv != 0:
+	case h.Rsv != 0 && !compressedStart:
 		return c.protocolError(ws.StatusProtocolError, "reserved bits set without a negotiated extension")
 	case h.Masked == c.opts.Client:
 		if c.opts.Client {
@@ -163,7 +218,9 @@ func (c *Conn) checkHeader(h ws.Header, inMessage bool) error {
 	}
 	// Control frames are not part of the message being reassembled (§5.4), so
 	// a ping in the middle of a message at the limit does not count against it.
-	if !h.OpCode.IsControl() && int64(len(c.msg))+h.Length > c.opts.MaxMessageBytes {
+	// An empty fragment costs a byte (msgCost): a peer sending empty
+	// continuation frames without end reaches the limit too.
+	if !h.OpCode.IsControl() && c.msgCost+max(h.Length, 1) > c.opts.MaxMessageBytes {
 		return c.protocolError(ws.StatusMessageTooBig, "message exceeds the size limit")
 	}
 	return nil
@@ -176,6 +233,7 @@ func (c *Conn) readPayload(h ws.Header) error {
 		n := min(remaining, readChunk)
 		at := len(c.msg)
 		c.msg = grow(c.msg, int(n))
+		c.assembled(n)
 		if _, err := io.ReadFull(c.br, c.msg[at:at+int(n)]); err != nil {
 			return noEOF(err)
 		}
@@ -221,7 +279,7 @@ func (c *Conn) readControl(h ws.Header) error {
 // peerClosed validates the peer's close frame, echoes it (§5.5.1) and returns it.
 func (c *Conn) peerClosed(p []byte) error {
 	if len(p) == 1 {
-		return c.protocolError(ws.StatusProtocolError, "close frame with a 1-byte payload")
+		return c.badClose(0, "close frame with a 1-byte payload")
 	}
 	code, reason := ws.ParseCloseFrameData(p)
 	if len(p) < 2 {
@@ -229,10 +287,10 @@ func (c *Conn) peerClosed(p []byte) error {
 		// that 1005, which is what CloseError documents.
 		code = ws.StatusNoStatusRcvd
 	} else if !validReceivedCode(code) {
-		return c.protocolError(ws.StatusProtocolError, "invalid close code")
+		return c.badClose(code, "invalid close code")
 	}
 	if !utf8.ValidString(reason) {
-		return c.protocolError(ws.StatusProtocolError, "close reason is not UTF-8")
+		return c.badClose(code, "close reason is not UTF-8")
 	}
 	c.peerOnce.Do(func() { close(c.peerClose) })
 	echo := code
@@ -258,6 +316,13 @@ func validReceivedCode(code ws.StatusCode) bool {
 func (c *Conn) protocolError(code ws.StatusCode, reason string) error {
 	c.sendClose(code, reason)
 	return &ProtocolError{Code: code, Reason: reason}
+}
+
+// badClose is a protocolError for a close frame that breaks §5.5.1 or
+// §7.4: peerCode is the code it carried, 0 when it had none.
+func (c *Conn) badClose(peerCode ws.StatusCode, reason string) error {
+	c.sendClose(ws.StatusProtocolError, reason)
+	return &ProtocolError{Code: ws.StatusProtocolError, Reason: reason, InClose: true, PeerCode: peerCode}
 }
 
 // readFailed lets the writer finish after the reader stopped. A socket error means

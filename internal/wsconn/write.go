@@ -8,73 +8,62 @@ import (
 	"unicode/utf8"
 
 	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/internal/sendq"
 )
 
 // Send queues one message as a single frame. p is copied, so the caller may reuse
 // it at once. Send blocks while QueueBytes are queued, until ctx ends or the
 // connection closes.
+//
+// With Deflate.Compress, a data message of at least CompressMinBytes is
+// compressed first, on the caller's goroutine and outside the lock, and
+// sent so when that makes it smaller; the queue counts its compressed
+// size.
 func (c *Conn) Send(ctx context.Context, op ws.OpCode, p []byte) error {
+	if d := c.opts.Deflate; d != nil && d.Compress && len(p) >= CompressMinBytes && (op == ws.OpText || op == ws.OpBinary) {
+		if z := compress(p); z != nil {
+			defer z.release()
+			return c.send(ctx, op, rsv1, z.b)
+		}
+	}
+	return c.send(ctx, op, 0, p)
+}
+
+// send queues one frame with the RSV bits rsv carrying p.
+func (c *Conn) send(ctx context.Context, op ws.OpCode, rsv byte, p []byte) error {
 	n := int64(len(p))
-	if err := c.lockRoom(ctx, n); err != nil {
+	if err := c.q.Reserve(ctx, n); err != nil {
 		return err
 	}
-	c.queued += n
-	c.appendLocked(op, p).data += n
-	c.kickLocked()
+	c.appendLocked(op, rsv, p).Count += n
+	c.q.AddLocked(n)
 	c.mu.Unlock()
 	return nil
 }
 
-// lockRoom waits until n more bytes of data may be queued, and returns with c.mu
-// held; or, with c.mu not held, the error that ends the wait. An empty queue takes
-// any n, so one message larger than QueueBytes still goes through.
-func (c *Conn) lockRoom(ctx context.Context, n int64) error {
-	for {
-		if c.closing.Load() {
-			return ErrClosed
-		}
-		c.mu.Lock()
-		if c.closeQueued {
-			c.mu.Unlock()
-			return ErrClosed
-		}
-		if c.queued == 0 || c.queued+n <= c.opts.QueueBytes {
-			return nil
-		}
-		c.waiting = true
-		wake := c.space
-		c.mu.Unlock()
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.done:
-			return ErrClosed
-		}
-	}
-}
-
-// appendLocked encodes a frame carrying p at the end of the queue and returns
-// the segment holding it. c.mu is held.
-func (c *Conn) appendLocked(op ws.OpCode, p []byte) *wbuf {
-	var w *wbuf
+// appendLocked encodes a frame carrying p, with the RSV bits rsv, at the end
+// of the queue and returns the segment holding it. c.mu is held.
+func (c *Conn) appendLocked(op ws.OpCode, rsv byte, p []byte) *sendq.Buf {
+	var w *sendq.Buf
 	if k := len(c.segs); k > 0 {
 		last := c.segs[k-1]
-		if len(last.b) == 0 || len(last.b)+len(p)+ws.MaxHeaderSize <= segmentBytes {
+		if len(last.B) == 0 || len(last.B)+len(p)+ws.MaxHeaderSize <= sendq.BufBytes {
 			w = last
 		}
 	}
 	if w == nil {
-		w = getWbuf()
+		w = sendq.GetBuf()
 		c.segs = append(c.segs, w)
 	}
-	w.b = c.appendFrame(w.b, op, p)
+	w.B = c.appendFrame(w.B, op, rsv, p)
 	return w
 }
 
-// appendFrame appends one final frame carrying p, masked on the client side.
-func (c *Conn) appendFrame(b []byte, op ws.OpCode, p []byte) []byte {
-	b = appendHeader(b, op, int64(len(p)), c.opts.Client)
+// appendFrame appends one final frame carrying p, masked on the client side,
+// with the RSV bits rsv (RSV1: compressed).
+func (c *Conn) appendFrame(b []byte, op ws.OpCode, rsv byte, p []byte) []byte {
+	b = appendHeader(b, op, rsv, int64(len(p)), c.opts.Client)
 	start := len(b)
 	b = append(b, p...)
 	if c.opts.Client {
@@ -87,8 +76,8 @@ func (c *Conn) appendFrame(b []byte, op ws.OpCode, p []byte) []byte {
 
 // appendHeader appends a FIN frame header (RFC 6455 §5.2). A client frame gets a
 // fresh masking key from the runtime's ChaCha8 generator (§5.3).
-func appendHeader(b []byte, op ws.OpCode, n int64, masked bool) []byte {
-	b = append(b, 0x80|byte(op))
+func appendHeader(b []byte, op ws.OpCode, rsv byte, n int64, masked bool) []byte {
+	b = append(b, 0x80|rsv<<4|byte(op))
 	var maskBit byte
 	if masked {
 		maskBit = 0x80
@@ -109,17 +98,18 @@ func appendHeader(b []byte, op ws.OpCode, n int64, masked bool) []byte {
 	return b
 }
 
-// kickLocked wakes the writer goroutine unless a writer is already at work: the
-// writer takes everything queued when it looks again. c.mu is held.
-func (c *Conn) kickLocked() {
-	if c.active {
+// wakeWriter starts the writer goroutine (sendq.Options.Wake): the queue
+// calls it with c.mu held, once per burst, and the writer takes everything
+// queued when it looks, until it finds nothing and exits. Starting a
+// goroutine costs about what waking a parked one does, and a connection
+// between bursts, which is most of tether's connections most of the time,
+// then holds no writer stack. After Abort nothing is written any more.
+func (c *Conn) wakeWriter() {
+	if c.aborted {
 		return
 	}
-	c.active = true
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.writing = true
+	go c.writeLoop()
 }
 
 // Ping queues a ping with payload p (at most 125 bytes). Pings are dropped rather
@@ -141,39 +131,35 @@ const maxControlFrames = 4
 func (c *Conn) queueControl(op ws.OpCode, p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closeQueued || c.ctrlFrames >= maxControlFrames {
+	if c.q.Closed() {
+		return
+	}
+	if c.ctrlFrames >= maxControlFrames {
 		// Only a peer flooding pings fills this queue; answering the latest
-		// ones is enough (RFC 6455 §5.5.3).
+		// ones is enough (RFC 6455 §5.5.3). Counted for the owner's log.
+		c.ctrlDropped++
 		return
 	}
 	if c.ctrl == nil {
-		c.ctrl = getWbuf()
+		c.ctrl = sendq.GetBuf()
 	}
-	c.ctrl.b = c.appendFrame(c.ctrl.b, op, p)
+	before := len(c.ctrl.B)
+	c.ctrl.B = c.appendFrame(c.ctrl.B, op, 0, p)
+	c.ctrlUnwritten.Add(int64(len(c.ctrl.B) - before))
 	c.ctrlFrames++
-	c.kickLocked()
+	c.q.WakeLocked()
 }
 
-func (c *Conn) release(n int64) {
-	if n == 0 {
-		return
-	}
+// ControlDropped reports the pongs (and pings) not queued because control
+// frames came faster than the writer wrote them: a peer flooding pings.
+func (c *Conn) ControlDropped() uint64 {
 	c.mu.Lock()
-	c.queued -= n
-	if c.waiting {
-		close(c.space)
-		c.space = make(chan struct{})
-		c.waiting = false
-	}
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	return c.ctrlDropped
 }
 
 // Queued reports the bytes of data messages waiting to be written.
-func (c *Conn) Queued() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.queued
-}
+func (c *Conn) Queued() int64 { return c.q.Queued() }
 
 // Close starts the closing handshake (RFC 6455 §7.1.2): data already queued is
 // written, then a close frame with code and reason, then tether waits up to
@@ -194,9 +180,11 @@ func (c *Conn) sendClose(code ws.StatusCode, reason string) {
 	defer c.mu.Unlock()
 	// The close frame goes after everything queued, however much a slow peer
 	// has left there, and nothing is queued after it.
-	c.closeQueued = true
-	c.appendLocked(ws.OpClose, body).close = true
-	c.kickLocked()
+	if !c.q.CloseLocked() {
+		return // Abort came first: the socket is closed, the queue dropped
+	}
+	c.appendLocked(ws.OpClose, 0, body).Final = true
+	c.q.WakeLocked()
 }
 
 // closeBody builds a close payload, replacing codes that must never be sent
@@ -223,67 +211,93 @@ func (c *Conn) Err() error {
 	return c.writeErr
 }
 
-// writeLoop is the writer goroutine: woken when something is queued, it writes
-// until nothing is.
+// writeLoop is the writer goroutine: started when something is queued, it
+// writes until nothing is, and exits. It closes done when it stops the
+// connection (close frame written, or a write failed), and when it finds
+// Abort was called while it ran.
 func (c *Conn) writeLoop() {
-	defer close(c.done)
-	var batch []*wbuf
-	for {
-		select {
-		case <-c.wake:
-		case <-c.quit:
-			return
-		}
-		var ok bool
-		if batch, ok = c.drain(batch); !ok {
-			return
-		}
+	if !c.drain() {
+		c.ended() // Abort ran while c.writing: done is the writer's to close
+	}
+}
+
+// ended lets go of what is still queued and closes done: the connection is
+// over (Abort has run, so the queue is closed and nothing joins it after).
+// The queued bytes go back to Options.Account at once: an upstream session
+// replaces a lost connection with a new one on the same account, and what
+// the lost one never wrote must not stay counted with it. The writer's own
+// list is not here (drain dropped it), but its count is in the queue's.
+func (c *Conn) ended() {
+	c.dropQueued()
+	close(c.done)
+}
+
+func (c *Conn) dropQueued() {
+	c.mu.Lock()
+	segs, ctrl := c.segs, c.ctrl
+	c.segs, c.ctrl, c.ctrlFrames = nil, nil, 0
+	c.q.SetQueuedLocked(0)
+	c.mu.Unlock()
+	for _, w := range segs {
+		sendq.PutBuf(w)
+	}
+	if ctrl != nil {
+		sendq.PutBuf(ctrl)
 	}
 }
 
 // drain writes the queue until it is empty. Each pass takes everything queued
 // at once, so a backlog goes out in large writes and a lone message in one;
 // segments bound each write so a control frame waits for one segment at most.
-// It returns the emptied segment list to reuse, and false once the writer must
-// stop (close frame written, or a write failed).
-func (c *Conn) drain(batch []*wbuf) ([]*wbuf, bool) {
+// It returns true when it found the queue empty and the connection not
+// aborted, false once the writer must stop (close frame written, a write
+// failed, or aborted).
+func (c *Conn) drain() bool {
+	var written []*sendq.Buf
 	for {
-		ctrl, segs, ok := c.take(batch[:0])
+		ctrl, segs, ok, aborted := c.take(written)
 		if !ok {
-			return batch, true
+			return !aborted
 		}
 		if !c.writeControl(ctrl) {
-			return segs[:0], false
+			return false
 		}
 		for i, w := range segs {
 			segs[i] = nil
 			if i > 0 && !c.writeControl(c.takeControl()) {
-				putWbuf(w)
-				return segs[:0], false
+				sendq.PutBuf(w)
+				return false
 			}
 			if !c.writeSegment(w) {
-				return segs[:0], false
+				return false
 			}
 		}
-		batch = segs
+		written = segs
 	}
 }
 
-// take swaps the queue for the writer's emptied list. When nothing is queued it
-// marks the writer idle, so the next Send wakes it, and returns false.
-func (c *Conn) take(empty []*wbuf) (*wbuf, []*wbuf, bool) {
+// take swaps the queue for the writer's emptied list (written, or the one
+// kept from its last run). When nothing is queued it marks the writer idle,
+// so the next Send starts it again, keeps the list, and returns false, with
+// aborted telling whether Abort ran while the writer did.
+func (c *Conn) take(written []*sendq.Buf) (ctrl *sendq.Buf, segs []*sendq.Buf, ok, aborted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ctrl == nil && len(c.segs) == 0 {
-		c.active = false
-		return nil, nil, false
+	if written == nil {
+		written, c.spare = c.spare, nil
 	}
-	ctrl, segs := c.ctrl, c.segs
-	c.ctrl, c.ctrlFrames, c.segs = nil, 0, empty
-	return ctrl, segs, true
+	if c.ctrl == nil && len(c.segs) == 0 {
+		c.spare = written[:0]
+		c.q.IdleLocked()
+		c.writing = false
+		return nil, nil, false, c.aborted
+	}
+	ctrl, segs = c.ctrl, c.segs
+	c.ctrl, c.ctrlFrames, c.segs = nil, 0, written[:0]
+	return ctrl, segs, true, false
 }
 
-func (c *Conn) takeControl() *wbuf {
+func (c *Conn) takeControl() *sendq.Buf {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ctrl := c.ctrl
@@ -292,12 +306,13 @@ func (c *Conn) takeControl() *wbuf {
 }
 
 // writeControl writes queued control frames, if any.
-func (c *Conn) writeControl(ctrl *wbuf) bool {
+func (c *Conn) writeControl(ctrl *sendq.Buf) bool {
 	if ctrl == nil {
 		return true
 	}
-	err := c.writeOut(ctrl.b)
-	putWbuf(ctrl)
+	err := c.writeOut(ctrl.B)
+	c.ctrlUnwritten.Add(-int64(len(ctrl.B)))
+	sendq.PutBuf(ctrl)
 	if err != nil {
 		c.failWrite(err)
 		return false
@@ -306,11 +321,13 @@ func (c *Conn) writeControl(ctrl *wbuf) bool {
 }
 
 // writeSegment writes one segment and frees its bytes in the queue.
-func (c *Conn) writeSegment(w *wbuf) bool {
-	err := c.writeOut(w.b)
-	c.release(w.data)
-	isClose := w.close
-	putWbuf(w)
+func (c *Conn) writeSegment(w *sendq.Buf) bool {
+	err := c.writeOut(w.B)
+	if w.Count > 0 {
+		c.q.Release(w.Count)
+	}
+	isClose := w.Final
+	sendq.PutBuf(w)
 	switch {
 	case err != nil:
 		c.failWrite(err)

@@ -13,7 +13,8 @@ import (
 )
 
 // inboxSize is how many reassembled client messages wait for Read before the
-// reader goroutine stops reading from the socket (TCP backpressure).
+// reader goroutine stops reading from the socket (TCP backpressure), unless
+// Options.InboxMessages says otherwise.
 const inboxSize = 1024
 
 // aLongTimeAgo is a deadline in the past, used to wake a blocked Read.
@@ -79,7 +80,7 @@ func newConn(s *Server, raw net.Conn, req *request) *Conn {
 		logf:       s.logf,
 		ctx:        ctx,
 		cancel:     cancel,
-		in:         make(chan message, inboxSize),
+		in:         make(chan message, s.opts.InboxMessages),
 		gotClose:   make(chan struct{}),
 		readerIdle: make(chan struct{}),
 		stall:      make(chan struct{}),

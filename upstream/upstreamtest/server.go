@@ -64,6 +64,20 @@ type Options struct {
 	TLS *tls.Config
 	// Logf, when set, receives one line per connection event (t.Logf fits).
 	Logf func(format string, args ...any)
+	// InboxMessages is how many reassembled client messages wait for
+	// Conn.Read before the connection's reader stops reading the socket.
+	// Default 1024; 1 makes the socket's receive buffer the only one, as
+	// for a server that reads a message only when it handles it.
+	InboxMessages int
+	// Addr is the address to listen on; default "127.0.0.1:0". Another
+	// loopback address (127.0.0.2:port) lets a test give a name two
+	// addresses.
+	Addr string
+	// ReceiveBuffer, when above 0, sets each accepted socket's receive
+	// buffer (SO_RCVBUF), which turns the kernel's autotuning off: the
+	// window a reader opens as it reads then moves in steps of a size the
+	// test knows.
+	ReceiveBuffer int
 }
 
 // Handshake describes one handshake request, as seen by Options.Handshake.
@@ -102,9 +116,13 @@ type Server struct {
 	closeErr  error
 }
 
-// NewServer starts a Server listening on 127.0.0.1:0.
+// NewServer starts a Server listening on Options.Addr, 127.0.0.1:0 by
+// default.
 func NewServer(opts Options) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
@@ -113,6 +131,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.CloseWait <= 0 {
 		opts.CloseWait = defaultCloseWait
+	}
+	if opts.InboxMessages <= 0 {
+		opts.InboxMessages = inboxSize
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
@@ -190,6 +211,9 @@ func (s *Server) acceptLoop() {
 				return
 			}
 			continue
+		}
+		if tc, ok := raw.(*net.TCPConn); ok && s.opts.ReceiveBuffer > 0 {
+			_ = tc.SetReadBuffer(s.opts.ReceiveBuffer)
 		}
 		if s.opts.TLS != nil {
 			// The TLS handshake runs lazily on first use, inside serve's

@@ -52,19 +52,59 @@ whose Chart is tether's (so the image tag defaults to tether's appVersion).
 */}}
 
 {{/*
-tether.sidecar: the tether container, as one YAML list item. Include it in a
-pod's initContainers when sidecar.native is true (the default), in its
-containers otherwise, and add tether.volumes to the pod's volumes:
+Where tether goes in a pod depends on sidecar.native, so a parent chart
+includes two templates, one in each list, and each renders tether only where
+it belongs: tether.initContainers renders the native sidecar (restartPolicy:
+Always) and nothing when sidecar.native is false; tether.containers renders
+the plain container and nothing when sidecar.native is true. Flipping
+sidecar.native then moves tether without editing the parent's pod:
 
   initContainers:
-    {{- include "tether.sidecar" . | nindent 4 }}
+    {{- include "tether.initContainers" . | nindent 4 }}
+  containers:
+    {{- include "tether.containers" . | nindent 4 }}
+    - name: my-app
+      …
+  terminationGracePeriodSeconds: {{ include "tether.terminationGracePeriodSeconds" . }}
   volumes:
     {{- include "tether.volumes" . | nindent 4 }}
+
+An empty initContainers: is null, which Kubernetes takes as no list.
+*/}}
+{{- define "tether.initContainers" -}}
+{{- $ctx := . }}
+{{- if ne .Chart.Name "tether" }}
+{{- $ctx = required "tether.initContainers: add the tether chart as a dependency named tether" (index (.Subcharts | default dict) "tether") }}
+{{- end }}
+{{- if $ctx.Values.sidecar.native }}
+{{- include "tether.container" $ctx | trim }}
+{{- end }}
+{{- end }}
+
+{{- define "tether.containers" -}}
+{{- $ctx := . }}
+{{- if ne .Chart.Name "tether" }}
+{{- $ctx = required "tether.containers: add the tether chart as a dependency named tether" (index (.Subcharts | default dict) "tether") }}
+{{- end }}
+{{- if not $ctx.Values.sidecar.native }}
+{{- include "tether.container" $ctx | trim }}
+{{- end }}
+{{- end }}
+
+{{/*
+tether.sidecar: the native sidecar as one list item, for a pod's
+initContainers (the chart's 0.1 contract). It cannot know which list it is
+in, so with sidecar.native=false it refuses, rather than leave a container
+that never exits in initContainers (the pod would never start): use
+tether.initContainers and tether.containers.
 */}}
 {{- define "tether.sidecar" -}}
 {{- $ctx := . }}
 {{- if ne .Chart.Name "tether" }}
 {{- $ctx = required "tether.sidecar: add the tether chart as a dependency named tether" (index (.Subcharts | default dict) "tether") }}
+{{- end }}
+{{- if not $ctx.Values.sidecar.native }}
+{{- fail "tether.sidecar renders a native sidecar for initContainers; with sidecar.native=false include tether.containers in the pod's containers and tether.initContainers in its initContainers (see tether's README)" }}
 {{- end }}
 {{- include "tether.container" $ctx | trim }}
 {{- end }}
@@ -79,6 +119,20 @@ items; empty when it mounts none.
 {{- $ctx = required "tether.volumes: add the tether chart as a dependency named tether" (index (.Subcharts | default dict) "tether") }}
 {{- end }}
 {{- include "tether.podVolumes" $ctx | trim }}
+{{- end }}
+
+{{/*
+tether.terminationGracePeriodSeconds: workload.terminationGracePeriodSeconds,
+for the pod spec of a chart that includes tether. tether.container refuses a
+drain that does not end within it (tether.checkDrain), so a pod whose grace
+period is rendered from this template cannot have tether killed mid-drain.
+*/}}
+{{- define "tether.terminationGracePeriodSeconds" -}}
+{{- $ctx := . }}
+{{- if ne .Chart.Name "tether" }}
+{{- $ctx = required "tether.terminationGracePeriodSeconds: add the tether chart as a dependency named tether" (index (.Subcharts | default dict) "tether") }}
+{{- end }}
+{{- int $ctx.Values.workload.terminationGracePeriodSeconds }}
 {{- end }}
 
 {{/*
@@ -199,6 +253,21 @@ Kubernetes would silently keep only one of the two.
 {{- end }}
 {{- end }}
 
+{{/*
+tether.checkDrain: the kubelet sends SIGKILL when the pod's grace period ends,
+so a drain longer than it is cut off and the last apps lose their close frame.
+It runs wherever tether is rendered, the named templates included: a parent
+chart's pod has no other way to tell tether its grace period than
+workload.terminationGracePeriodSeconds.
+*/}}
+{{- define "tether.checkDrain" -}}
+{{- $grace := int .Values.workload.terminationGracePeriodSeconds }}
+{{- $drain := int .Values.tether.drainTimeoutSeconds }}
+{{- if le $grace $drain }}
+{{- fail (printf "tether.drainTimeoutSeconds (%d) must be below workload.terminationGracePeriodSeconds (%d), the pod's grace period: the kubelet kills tether before its drain ends. When tether is included in another chart, set tether.workload.terminationGracePeriodSeconds to that pod's grace period, or render it with tether.terminationGracePeriodSeconds" $drain $grace) }}
+{{- end }}
+{{- end }}
+
 {{- define "tether.checkToken" -}}
 {{- $token := .Values.tether.token }}
 {{- if and (eq $token.source "secret") (not $token.secret.name) }}
@@ -271,11 +340,12 @@ failureThreshold: {{ int .timing.failureThreshold }}
 {{- end }}
 
 {{/*
-tether.container: the container itself; see tether.sidecar.
+tether.container: the container itself; see tether.initContainers.
 */}}
 {{- define "tether.container" -}}
 {{- include "tether.checkToken" . }}
 {{- include "tether.checkTLS" . }}
+{{- include "tether.checkDrain" . }}
 {{- $s := .Values.sidecar -}}
 - name: {{ $s.name }}
   image: {{ include "tether.image" . }}

@@ -9,11 +9,18 @@
 //   {"cmd":"close","code":1008,"reason":"bad"}  close every client with that code
 //   {"cmd":"ping"}                              ping every client; each pong is reported
 //   {"cmd":"send_fragments","parts":["a","b"]}  send every client one text message in that many frames
+//   {"cmd":"burst","count":1000}                send every client that many JSON trade messages at once
+//   {"cmd":"stats"}                             report each client socket's bytes written and read
 //
-// It reports on stdout, one JSON object a line: listening, connection, message,
-// pong, close. It exits when stdin ends, so it cannot outlive the test that started it.
+// It reports on stdout, one JSON object a line: listening, connection (with the
+// negotiated extensions), message, pong, close, stats (after a burst is
+// written: "burst_done"). It exits when stdin ends, so it cannot outlive the
+// test that started it.
 //
-// Usage: node node_server.js [--port N]   (N = 0 or absent: an ephemeral port)
+// Usage: node node_server.js [--port N] [--deflate]
+//   N = 0 or absent: an ephemeral port. --deflate accepts permessage-deflate
+//   (ws' perMessageDeflate, its defaults but a threshold of 0: every message
+//   is compressed, with context takeover).
 
 const crypto = require('crypto');
 const readline = require('readline');
@@ -41,6 +48,7 @@ const wss = new WebSocketServer({
   port: Number(arg('port', '0')),
   maxPayload: 64 << 20,
   handleProtocols: (protocols) => (protocols.has('v1.feed') ? 'v1.feed' : false),
+  perMessageDeflate: process.argv.includes('--deflate') ? { threshold: 0 } : false,
 });
 
 wss.on('listening', () => {
@@ -53,7 +61,10 @@ wss.on('error', (err) => {
 });
 
 wss.on('connection', (ws, req) => {
-  emit({ event: 'connection', protocol: ws.protocol, origin: req.headers.origin || '', path: req.url });
+  emit({
+    event: 'connection', protocol: ws.protocol, origin: req.headers.origin || '', path: req.url,
+    extensions: ws.extensions, offered: req.headers['sec-websocket-extensions'] || '',
+  });
   ws.on('message', (data, isBinary) => {
     emit(Object.assign({ event: 'message' }, describe(data, isBinary)));
     ws.send(data, { binary: isBinary });
@@ -83,6 +94,27 @@ function sendFragments(parts) {
   }
 }
 
+// burst sends count JSON trade messages, a market data feed's shape.
+function burst(count) {
+  let pending = 0;
+  for (const client of wss.clients) {
+    for (let seq = 1; seq <= count; seq++) {
+      const trade = {
+        type: 'trade', channel: 'prices', symbol: 'EURUSD', seq,
+        price: 1.08 + (seq % 97) / 10000, size: 100 + (seq % 13), side: seq % 2 ? 'buy' : 'sell', venue: 'primary',
+      };
+      pending++;
+      client.send(JSON.stringify(trade), () => { if (--pending === 0) emit({ event: 'burst_done', count }); });
+    }
+  }
+}
+
+function stats() {
+  for (const client of wss.clients) {
+    emit({ event: 'stats', written: client._socket.bytesWritten, read: client._socket.bytesRead, extensions: client.extensions });
+  }
+}
+
 function closeAll(code, reason) {
   clearInterval(feed);
   for (const client of wss.clients) client.close(code, reason);
@@ -95,6 +127,8 @@ commands.on('line', (line) => {
   else if (c.cmd === 'close') closeAll(c.code, c.reason);
   else if (c.cmd === 'ping') for (const client of wss.clients) client.ping('upstream?');
   else if (c.cmd === 'send_fragments') sendFragments(c.parts);
+  else if (c.cmd === 'burst') burst(c.count);
+  else if (c.cmd === 'stats') stats();
   else emit({ event: 'error', message: 'unknown command ' + line });
 });
 commands.on('close', () => process.exit(0));

@@ -8,8 +8,9 @@ commands that the Go test writes to stdin, one JSON object a line:
   {"cmd":"ping"}                              ping every client; each pong is reported
   {"cmd":"send_fragments","parts":["a","b"]}  send every client one text message in that many frames
 
-It reports on stdout, one JSON object a line: listening, connection, message,
-pong, close. It exits when stdin ends, so it cannot outlive the test that started it.
+It reports on stdout, one JSON object a line: listening, connection (with the
+negotiated extensions: websockets accepts permessage-deflate by default, with
+12-bit windows both ways), message, pong, close. It exits when stdin ends, so it cannot outlive the test that started it.
 
 Usage: python3 py_server.py [--port N]   (N = 0 or absent: an ephemeral port)
 """
@@ -52,7 +53,10 @@ class Server:
     async def handle(self, ws):
         self.clients.add(ws)
         emit(event="connection", protocol=ws.subprotocol or "",
-             origin=ws.request_headers.get("Origin", ""), path=ws.path)
+             origin=ws.request_headers.get("Origin", ""), path=ws.path,
+             extensions=",".join(e.name for e in ws.extensions),
+             offered=ws.request_headers.get("Sec-WebSocket-Extensions", ""),
+             accepted=ws.response_headers.get("Sec-WebSocket-Extensions", ""))
         try:
             async for message in ws:
                 emit(event="message", **describe(message))

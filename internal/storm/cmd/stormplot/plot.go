@@ -18,7 +18,7 @@ import (
 )
 
 // Plot geometry: one panel per scenario, stacked, then a legend strip shared
-// by all panels (same strategies, same colours), sized for a README.
+// by all panels (same strategies, same colours), sized for docs/performance.md.
 const (
 	plotWidth    = 11 * vg.Inch
 	panelHeight  = 4.2 * vg.Inch

@@ -1,0 +1,7 @@
+package interop
+
+import "github.com/tetherproxy/tether/internal/skipnote"
+
+// skipped collects the tests skipped for a missing peer, so that TestMain
+// can say so at the end (internal/skipnote).
+var skipped skipnote.Notes

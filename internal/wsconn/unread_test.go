@@ -1,0 +1,75 @@
+package wsconn_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"runtime"
+	"testing"
+
+	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/internal/wsconn"
+	"github.com/tetherproxy/tether/upstream/upstreamtest"
+)
+
+// Unread counts what the peer sent and the reader has not read yet, in the
+// kernel's receive queue: none before, a whole frame once it arrived, none
+// once it was read. Through TLS too, where the queue holds records.
+func TestUnread(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Unread asks the kernel (SIOCINQ) on Linux only: elsewhere it reports 0")
+	}
+	for _, secure := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "tls"}[secure], func(t *testing.T) {
+			var srv *wsconn.Conn
+			var peer net.Conn
+			if secure {
+				srv, peer = tlsSide(t)
+			} else {
+				srv, peer = serverSide(t, wsconn.Options{})
+			}
+			if n := srv.Unread(); n != 0 {
+				t.Fatalf("Unread() = %d before the peer sent anything", n)
+			}
+			frame := encode(t, clientFrame(ws.OpText, true, []byte("unread")))
+			writeRawBytes(t, peer, frame)
+			// Loopback hands the bytes over within the peer's write, or
+			// soon after when softirqs are deferred.
+			waitFor(t, "the frame waiting unread", func() bool { return srv.Unread() >= len(frame) })
+			if _, p := mustRead(t, srv); string(p) != "unread" {
+				t.Fatalf("read %q, want \"unread\"", p)
+			}
+			if n := srv.Unread(); n != 0 {
+				t.Fatalf("Unread() = %d once the message was read, want 0", n)
+			}
+		})
+	}
+}
+
+// tlsSide is a wsconn server over TLS on loopback, with the raw TLS client
+// that feeds it frames.
+func tlsSide(t *testing.T) (*wsconn.Conn, net.Conn) {
+	t.Helper()
+	cfg, certPEM, err := upstreamtest.SelfSignedTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(certPEM)
+	p := newRawPair(t)
+	server := tls.Server(p.server, cfg)
+	client := tls.Client(p.client, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- server.HandshakeContext(ctx) }()
+	if err := client.HandshakeContext(ctx); err != nil {
+		t.Fatalf("TLS handshake: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("TLS handshake (server): %v", err)
+	}
+	return wrap(t, server, nil, wsconn.Options{}), client
+}
