@@ -30,9 +30,11 @@
 // Parsing executes the template once against a sample value, so a misspelt field ({{.Sesion}}) or a function misuse is
 // reported when tether starts, not at the first reconnect; a URL template
 // must also render an absolute http or https URL. Templates are rendered
-// with missingkey=error, and may not use range: the data holds only scalar
-// fields, and a loop over an integer literal could only stall rendering.
-// Output is capped at [MaxOutput] bytes.
+// with missingkey=error, and may not use range or call themselves: the
+// data holds only scalar fields, a loop over an integer literal could only
+// stall rendering, and a recursion could only take memory. Output is
+// capped at [MaxOutput] bytes, and so is every string a function returns,
+// text/template's own (printf, js, ...) included.
 //
 // Concurrency: a parsed template is immutable and safe for concurrent use;
 // every call renders into its own buffer.

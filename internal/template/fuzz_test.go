@@ -18,8 +18,8 @@ func FuzzTemplate(f *testing.F) {
 	f.Add(`{{with .Session}}{{json .}}{{else}}null{{end}} {{printf "%q" .Stream}} {{len .Stream}}`, "\xff", int64(1<<62), "é")
 	f.Add(`{{.Missing}} {{index .Stream 3}} {{call .Stream}}`, "", int64(0), "")
 	f.Fuzz(func(t *testing.T, text, session string, seq int64, stream string) {
-		// Templates can recurse over a string once per byte, twice per
-		// level: short values keep that exponential case small.
+		// A template can call another twice, and that one a third twice:
+		// short values keep the executions of such a chain few.
 		if len(text) > 512 || len(session) > 16 || len(stream) > 16 {
 			return
 		}

@@ -17,12 +17,38 @@ import (
 // and the cap stops it before it takes memory.
 const MaxOutput = 1 << 20
 
-// funcs are the functions every template can call (see the package doc).
+// funcs are the functions every template can call (see the package doc),
+// and text/template's own functions that build a string, which these
+// replace with the same function under a cap. Every string a function
+// returns is capped at MaxOutput: functions feed each other and
+// variables, and a few of them in a row ({{$x = printf "%s%s" $x $x}},
+// js or json of a string of backslashes) double a string at each step,
+// taking all memory before any output reaches limitedWriter.
 var funcs = template.FuncMap{
-	"json":  jsonValue,
-	"query": func(v any) string { return url.QueryEscape(fmt.Sprint(v)) },
-	"path":  func(v any) string { return url.PathEscape(fmt.Sprint(v)) },
-	"get":   getValue,
+	"json": func(v any) (string, error) {
+		s, err := jsonValue(v)
+		if err != nil {
+			return "", err
+		}
+		return capped(s)
+	},
+	"query":    func(v any) (string, error) { return capped(url.QueryEscape(fmt.Sprint(v))) },
+	"path":     func(v any) (string, error) { return capped(url.PathEscape(fmt.Sprint(v))) },
+	"get":      func(message, path string) (string, error) { return capped(getValue(message, path)) },
+	"print":    func(a ...any) (string, error) { return capped(fmt.Sprint(a...)) },
+	"printf":   func(format string, a ...any) (string, error) { return capped(fmt.Sprintf(format, a...)) },
+	"println":  func(a ...any) (string, error) { return capped(fmt.Sprintln(a...)) },
+	"html":     func(a ...any) (string, error) { return capped(template.HTMLEscaper(a...)) },
+	"js":       func(a ...any) (string, error) { return capped(template.JSEscaper(a...)) },
+	"urlquery": func(a ...any) (string, error) { return capped(template.URLQueryEscaper(a...)) },
+}
+
+// capped returns s, or an error when s is longer than a template may render.
+func capped(s string) (string, error) {
+	if len(s) > MaxOutput {
+		return "", fmt.Errorf("%w: a function returned more than %d bytes", ErrOutputTooLarge, MaxOutput)
+	}
+	return s, nil
 }
 
 // jsonValue encodes v as JSON without HTML escaping: the result goes into a
@@ -48,7 +74,8 @@ type Template struct {
 // Parse parses text as the template called name (which errors mention),
 // and validates it by rendering it once with sample, the kind of value it
 // will be executed with. A template that fails on the sample, that uses
-// range, or that renders more than MaxOutput bytes is rejected.
+// range, that calls itself, or that renders more than MaxOutput bytes is
+// rejected.
 func Parse(name, text string, sample any) (*Template, error) {
 	tmpl, err := template.New(name).Option("missingkey=error").Funcs(funcs).Parse(text)
 	if err != nil {
@@ -56,6 +83,9 @@ func Parse(name, text string, sample any) (*Template, error) {
 	}
 	if usesRange(tmpl) {
 		return nil, fmt.Errorf("template: %s: %w", name, ErrRange)
+	}
+	if recursive(tmpl) {
+		return nil, fmt.Errorf("template: %s: %w", name, ErrRecursion)
 	}
 	t := &Template{tmpl: tmpl, text: text}
 	if _, err := t.Execute(sample); err != nil {
@@ -97,36 +127,85 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 }
 
 // usesRange reports whether any template defined in t contains a range
-// action. Ranges only nest inside lists and the branches of if, with and
-// range, so those are the only nodes to walk.
+// action.
 func usesRange(t *template.Template) bool {
+	found := false
 	for _, tt := range t.Templates() {
-		if tt.Tree != nil && hasRange(tt.Tree.Root) {
+		if tt.Tree != nil {
+			walk(tt.Tree.Root, func(n parse.Node) {
+				_, isRange := n.(*parse.RangeNode)
+				found = found || isRange
+			})
+		}
+	}
+	return found
+}
+
+// recursive reports whether a template defined in t calls itself,
+// directly or through others. text/template stops a recursion only at a
+// depth of 100,000, each level holding its own value: a recursion on a
+// string that printf lengthens takes that many times MaxOutput.
+func recursive(t *template.Template) bool {
+	calls := map[string][]string{}
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil {
+			walk(tt.Tree.Root, func(n parse.Node) {
+				if c, ok := n.(*parse.TemplateNode); ok {
+					calls[tt.Name()] = append(calls[tt.Name()], c.Name)
+				}
+			})
+		}
+	}
+	const onPath, done = 1, 2
+	state := map[string]int{}
+	var cycle func(name string) bool
+	cycle = func(name string) bool {
+		switch state[name] {
+		case onPath:
+			return true
+		case done:
+			return false
+		}
+		state[name] = onPath
+		for _, c := range calls[name] {
+			if cycle(c) {
+				return true
+			}
+		}
+		state[name] = done
+		return false
+	}
+	for name := range calls {
+		if cycle(name) {
 			return true
 		}
 	}
 	return false
 }
 
-func hasRange(n parse.Node) bool {
+// walk calls visit for n and every node under it. Actions nest only inside
+// lists and the branches of if, with and range, so those are the only
+// nodes to descend into.
+func walk(n parse.Node, visit func(parse.Node)) {
+	visit(n)
 	switch n := n.(type) {
 	case *parse.ListNode:
 		if n == nil {
-			return false
+			return
 		}
 		for _, c := range n.Nodes {
-			if hasRange(c) {
-				return true
-			}
+			walk(c, visit)
 		}
-	case *parse.RangeNode:
-		return true
 	case *parse.IfNode:
-		return hasRange(n.List) || hasRange(n.ElseList)
+		walk(n.List, visit)
+		walk(n.ElseList, visit)
 	case *parse.WithNode:
-		return hasRange(n.List) || hasRange(n.ElseList)
+		walk(n.List, visit)
+		walk(n.ElseList, visit)
+	case *parse.RangeNode:
+		walk(n.List, visit)
+		walk(n.ElseList, visit)
 	}
-	return false
 }
 
 // withFieldHint adds the field names of sample's type to an execution

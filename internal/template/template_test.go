@@ -104,9 +104,29 @@ func TestParseErrors(t *testing.T) {
 			is:   ErrRange,
 		},
 		{
-			name:     "runaway recursion",
-			text:     `{{define "t"}}{{template "t" .}}{{end}}{{template "t" .}}`,
-			contains: []string{"exceeded maximum template depth"},
+			name: "runaway recursion",
+			text: `{{define "t"}}{{template "t" .}}{{end}}{{template "t" .}}`,
+			is:   ErrRecursion,
+		},
+		{
+			name: "recursion through another template, in an else branch",
+			text: `{{define "a"}}{{if .}}x{{else}}{{template "b" .}}{{end}}{{end}}{{define "b"}}{{template "a" .}}{{end}}`,
+			is:   ErrRecursion,
+		},
+		{
+			name: "printf doubling a variable",
+			text: `{{$x := printf "%0999d" 0}}` + strings.Repeat(`{{$x = printf "%s%s" $x $x}}`, 11) + `{{len $x}}`,
+			is:   ErrOutputTooLarge,
+		},
+		{
+			name: "js doubling backslashes",
+			text: `{{"\\"` + strings.Repeat(" | js", 21) + ` | len}}`,
+			is:   ErrOutputTooLarge,
+		},
+		{
+			name: "json doubling backslashes",
+			text: `{{"\\"` + strings.Repeat(" | json", 21) + ` | len}}`,
+			is:   ErrOutputTooLarge,
 		},
 		{
 			name: "output over the cap",

@@ -121,6 +121,7 @@ func TestReplay(t *testing.T) {
 // A recovering reply to tether's replay delivers its publications as
 // pushes; one that could not recover resets the stream, unsubscribes
 // upstream and tells the app with code 2500; an error for a replay too.
+// Publications come only from an array in a reply that is valid JSON.
 func TestReply(t *testing.T) {
 	e := protocol.Entry{Message: []byte(`{"id":2,"subscribe":{"channel":"a\"b"}}`), Key: `a"b`, Keyed: true, Op: protocol.AppSubscribe}
 	a := reply([]byte(`{"id":2,"subscribe":{"recoverable":true,"epoch":"ep","offset":7,"recovered":true,"was_recovering":true,`+
@@ -155,6 +156,12 @@ func TestReply(t *testing.T) {
 	}
 	if a = reply([]byte(`{"id":2,"error":{"code":103,"message":"permission denied"}}`), e, false); len(a.Messages) != 0 {
 		t.Errorf("error for the app's subscribe: %+v", a)
+	}
+	for _, r := range []string{`{"id":2,"subscribe":{"recovered":true,"publications":5}}`,
+		`{"id":2,"subscribe":{"recovered":true,"publications":[{"offset":1}]}`} {
+		if a = reply([]byte(r), e, true); a.Messages != nil {
+			t.Errorf("publications from %s: %q", r, a.Messages)
+		}
 	}
 }
 

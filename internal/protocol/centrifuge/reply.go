@@ -32,8 +32,12 @@ const OwnID = 1<<32 - 1
 // recovered delivers the recovered publications as pushes; one that did
 // not recover a recoverable channel, or an error, goes to the app as the
 // protocol's own unsubscribe with code 2500 (Insufficient).
+//
+// A reply that is not valid JSON is no reply: gjson reads broken JSON
+// leniently, and the publications of one would reach the app as pushes
+// that are not JSON either.
 func reply(data []byte, e protocol.Entry, own bool) protocol.Answer {
-	if e.Op != protocol.AppSubscribe || !e.Keyed {
+	if e.Op != protocol.AppSubscribe || !e.Keyed || !gjson.ValidBytes(data) {
 		return protocol.Answer{}
 	}
 	r := gjson.GetManyBytes(data, "subscribe", "error")
@@ -59,10 +63,14 @@ func reply(data []byte, e protocol.Entry, own bool) protocol.Answer {
 	switch {
 	case s[2].Bool():
 		a.Seq = protocol.Fields{} // the publications carry the stream on
-		s[4].ForEach(func(_, pub gjson.Result) bool {
-			a.Messages = append(a.Messages, push(e.Key, "pub", pub.Raw))
-			return true
-		})
+		// ForEach calls back once with a value that is not an array: only
+		// an array holds publications.
+		if s[4].IsArray() {
+			s[4].ForEach(func(_, pub gjson.Result) bool {
+				a.Messages = append(a.Messages, push(e.Key, "pub", pub.Raw))
+				return true
+			})
+		}
 	case epoch != "":
 		// The server could not recover (a new epoch, history too short),
 		// or was not asked to (the replay knew no epoch yet): the stream
