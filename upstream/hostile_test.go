@@ -30,7 +30,8 @@ import (
 // the Client keeps going (the app's socket kept) or stops with the error
 // the app is closed with.
 
-// hostileDialTimeout bounds each dial of these tests.
+// hostileDialTimeout is the dial timeout of the case whose subject it is:
+// an answer trickled too slowly.
 const hostileDialTimeout = 300 * time.Millisecond
 
 // hostile is a TCP server on 127.0.0.1 that reads each connection's
@@ -107,11 +108,13 @@ func holdUntil(ctx context.Context, nc net.Conn) {
 }
 
 // hostileOptions is a Client configuration for url with the heartbeat on,
-// short dials, its logs recorded and its Observer calls reported.
+// its logs recorded and its Observer calls reported. Its dials may take up
+// to waitLimit: a handshake that must succeed took 340 to 380 ms under
+// -race on a loaded machine, and a case about the dial timeout sets its own.
 func hostileOptions(t *testing.T, url string, h *handler) (upstream.Options, *observer.ObservedLogs, *recorder) {
 	t.Helper()
 	opts := heartbeatOptions(t, url, h)
-	opts.DialTimeout = hostileDialTimeout
+	opts.DialTimeout = waitLimit
 	logs := observe(t, &opts)
 	rec := newRecorder()
 	opts.Observer = rec
@@ -212,11 +215,10 @@ func TestHostileHandshake(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			url := hostile(t, func(ctx context.Context, nc net.Conn, key string, _ int) { tt.script(ctx, nc, key) })
 			opts, logs, rec := hostileOptions(t, url, newHandler())
-			if tt.within == 0 {
-				// At once is before the dial timeout could be the cause:
-				// one far beyond the test keeps the scheduler out of that
-				// bound (at load the dial took 340 to 380 ms, past 300 ms).
-				opts.DialTimeout = waitLimit
+			// The other cases keep waitLimit: failing well before it shows
+			// that the answer, not the timeout, was the cause.
+			if tt.within != 0 {
+				opts.DialTimeout = tt.within
 			}
 			start := time.Now()
 			c := startClient(t, opts)
@@ -323,6 +325,13 @@ func TestEndlessFragmentedMessage(t *testing.T) {
 			})
 			opts, logs, rec := hostileOptions(t, url, newHandler())
 			opts.MaxMessageBytes = limit
+			// The script streams without reading, so it never answers a
+			// probe: with the heartbeat on, the connection lives only while
+			// its bytes keep coming, and under -race on a loaded machine the
+			// script's goroutine went 200 ms without a write (the heartbeat
+			// then rightly found the connection dead before the limit was
+			// reached). The limit alone must end it.
+			opts.PingInterval = 0
 			c := startClient(t, opts)
 			rec.expect(t, "dialed ok", "lost close 1009")
 			waitClosed(t, c.Done(), "Client stop")
@@ -345,6 +354,13 @@ func TestPingFlood(t *testing.T) {
 	srv := newServer(t, upstreamtest.Options{OnConn: holdOpen})
 	h := newHandler()
 	opts, logs, _ := hostileOptions(t, srv.URL(), h)
+	// The flood keeps the connection alive only while the flooding
+	// goroutine runs, and it runs in this process: under -race on a loaded
+	// machine single Pings took 100 to 900 ms (the goroutine waiting to be
+	// scheduled while the heartbeat's timer fired on time), and the
+	// heartbeat found 200 ms of real silence. Its timeout is the slack
+	// given to scheduling, so only a flood that stops is silence.
+	opts.PingTimeout = slack
 	c := startClient(t, opts)
 	sc := recv(t, srv.Conns(), "server conn")
 	stop := make(chan struct{})
@@ -401,6 +417,7 @@ func TestSSEEndlessLine(t *testing.T) {
 	opts, logs, rec := hostileOptions(t, "http"+strings.TrimPrefix(url, "ws"), newHandler())
 	opts.Kind = upstream.KindSSE
 	opts.MaxMessageBytes = limit
+	opts.PingInterval = 0 // the script never answers a probe: as in TestEndlessFragmentedMessage
 	c := startClient(t, opts)
 	rec.expect(t, "dialed ok", "lost close 1009")
 	waitClosed(t, c.Done(), "Client stop")
