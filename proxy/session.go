@@ -371,7 +371,9 @@ func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 // logged; under the close policy the app is closed with 1013.
 //
 // An app keepalive the protocol answers (Keepalive.Answer) is answered
-// with no live connection, and recorded as sent with one. An app message
+// with no live connection, and recorded as sent with one. One that answers
+// the upstream's ping (Keepalive.OnlyAsked) goes only to a live connection
+// that pinged since the app's last answer. An app message
 // settling an upstream message (protocol.App.DeliveryID) goes only to the
 // connection that delivered it; otherwise it is dropped.
 //
@@ -416,6 +418,13 @@ func (sess *Session) enqueueUnlessLive(m *appMessage) *upstream.Conn {
 		sess.mu.Unlock()
 		sess.srv.opts.Metrics.AppDropped(labels.DropKeepalive)
 		sess.log.Debug("app keepalive while the upstream is down, not queued", zap.Int("bytes", len(m.data)))
+		return nil
+	}
+	if live := sess.live; live != nil && m.class.Kind == protocol.AppKeepalive &&
+		sess.srv.rules.caps.Keepalive.OnlyAsked && !sess.state.Asked(live.Gen()) {
+		sess.mu.Unlock()
+		sess.srv.opts.Metrics.AppDropped(labels.DropKeepalive)
+		sess.log.Debug("app keepalive the upstream did not ask for, not sent", zap.Uint64("gen", live.Gen()), zap.Int("bytes", len(m.data)))
 		return nil
 	}
 	if live := sess.live; live != nil {

@@ -54,8 +54,11 @@ func cfServerMain(port int, ping time.Duration) int {
 	out := json.NewEncoder(os.Stdout)
 	var mu sync.Mutex
 	print := func(v map[string]any) { mu.Lock(); _ = out.Encode(v); mu.Unlock() }
-	node, err := centrifuge.New(centrifuge.Config{LogLevel: centrifuge.LogLevelError,
-		LogHandler: func(e centrifuge.LogEntry) { print(map[string]any{"event": "server-log", "message": e.Message}) }})
+	node, err := centrifuge.New(centrifuge.Config{LogLevel: centrifuge.LogLevelDebug, LogHandler: func(e centrifuge.LogEntry) {
+		if explainsDisconnect(e) {
+			print(map[string]any{"event": "server-log", "message": e.Message, "fields": e.Fields})
+		}
+	}})
 	if err != nil {
 		print(map[string]any{"event": "server-error", "message": err.Error()})
 		return 1
@@ -136,6 +139,16 @@ func cfServerMain(port int, ping time.Duration) int {
 	close(stop)
 	_ = srv.Close()
 	return 0
+}
+
+// explainsDisconnect picks the log entries that say why the server ended
+// a connection (at debug level the library says so for each, "closing
+// client connection" with the reason, and names a pong it never asked
+// for), and those at info and above, for the log of a failed test; the
+// rest of the debug level (every subscribe, connect, upgrade) is left out.
+func explainsDisconnect(e centrifuge.LogEntry) bool {
+	return e.Level >= centrifuge.LogLevelInfo || strings.Contains(e.Message, "closing") ||
+		strings.Contains(e.Message, "disconnect") || strings.Contains(e.Message, "unexpected")
 }
 
 // dropFor closes the listener and every client connection, waits d, and

@@ -143,8 +143,7 @@ func TestCentrifugePreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fp.Close() })
-	tt := startTether(t, "ws://"+fp.Addr()+"/connection/websocket", "TETHER_PROTOCOL=centrifuge",
-		"TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT=500ms")
+	tt := startTether(t, "ws://"+fp.Addr()+"/connection/websocket", socketFaults("TETHER_PROTOCOL=centrifuge")...)
 	cmd := exec.Command(node, "centrifuge_app.mjs", "ws://"+tt.addr+"/connection/websocket", fmt.Sprint(cfMaxPingWait.Milliseconds()))
 	cmd.Dir = "testdata"
 	app := &cfApp{peer: peer{startProc(t, "centrifuge-js app", cmd, false)}}

@@ -75,8 +75,7 @@ func TestGraphQLWSLegacyPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fp.Close() })
-	tt := startTether(t, "ws://"+fp.Addr()+"/graphql", "TETHER_PROTOCOL=graphql-ws-legacy",
-		"TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT=500ms")
+	tt := startTether(t, "ws://"+fp.Addr()+"/graphql", socketFaults("TETHER_PROTOCOL=graphql-ws-legacy")...)
 	cmd := exec.Command(node, "graphqllegacy_app.cjs", "ws://"+tt.addr+"/graphql", fmt.Sprint(legacyTimeout.Milliseconds()))
 	cmd.Dir = "testdata"
 	app := &gqlApp{peer: peer{startProc(t, "subscriptions-transport-ws app", cmd, false)}}

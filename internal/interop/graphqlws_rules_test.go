@@ -44,8 +44,7 @@ func TestGraphQLWSRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fp.Close() })
-	vars := append([]string{"TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT=500ms"}, graphqlWSRules...)
-	tt := startTether(t, "ws://"+fp.Addr()+"/graphql", vars...)
+	tt := startTether(t, "ws://"+fp.Addr()+"/graphql", socketFaults(graphqlWSRules...)...)
 	cmd := exec.Command(node, "graphqlws_app.mjs", "ws://"+tt.addr+"/graphql",
 		fmt.Sprint(appKeepAlive.Milliseconds()), fmt.Sprint(appPongWait.Milliseconds()))
 	cmd.Dir = "testdata"

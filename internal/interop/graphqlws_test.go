@@ -143,8 +143,7 @@ func TestGraphQLWSPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fp.Close() })
-	tt := startTether(t, "ws://"+fp.Addr()+"/graphql", "TETHER_PROTOCOL=graphql-ws",
-		"TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT=500ms")
+	tt := startTether(t, "ws://"+fp.Addr()+"/graphql", socketFaults("TETHER_PROTOCOL=graphql-ws")...)
 	cmd := exec.Command(node, "graphqlws_app.mjs", "ws://"+tt.addr+"/graphql",
 		fmt.Sprint(appKeepAlive.Milliseconds()), fmt.Sprint(appPongWait.Milliseconds()))
 	cmd.Dir = "testdata"

@@ -24,14 +24,37 @@ const (
 	mqttInstall      = "npm install --no-audit --no-fund --no-save --prefix internal/interop/testdata mqtt@5"
 )
 
-// mqttKeepalive is the app's keepalive: mqtt.js sends a PINGREQ after that
-// long without sending, and gives the connection up when its PINGRESP has
-// not come by the next one; a broker closes a client silent for 1.5 times
-// as long (MQTT 5 §3.1.2.10). The outages below last longer than both.
+// mqttKeepalive is the app's keepalive: mqtt.js (5.16) sends a PINGREQ a
+// keepalive after the last acknowledgement or PINGRESP it received, and
+// gives the connection up when its PINGRESP has not come within half a
+// keepalive more; a broker closes a client silent for 1.5 times as long
+// (MQTT 5 §3.1.2.10). The outages below last longer than both.
+//
+// tether's heartbeat is what finds the stall (bytes held both ways): it
+// declares the connection dead at most mqttPingInterval + mqttPingTimeout
+// after the last frame, and only then answers the PINGREQ the app sent
+// into the stall. That PINGREQ may leave right as the stall begins, so
+// the two must fit in the half keepalive the app waits for its PINGRESP,
+// with mqttSlack left for a loaded machine (tether's wake-up, the answer's
+// way to the app): a keepalive of 2 s leaves nothing beyond an interval
+// and a timeout of 500 ms. The keepalive is whole seconds (MQTT's unit);
+// within it, the timeout is as long as the stall allows, so that a pong
+// the broker sends late on a loaded machine does not end a healthy
+// connection, which loses what the broker was delivering to the app's
+// clean session.
 const (
-	mqttKeepalive = 2 * time.Second
-	mqttOutage    = 2 * mqttKeepalive
+	mqttKeepalive    = 6 * time.Second
+	mqttOutage       = 2 * mqttKeepalive
+	mqttPingInterval = 500 * time.Millisecond
+	mqttSlack        = time.Second
+	mqttPingTimeout  = mqttKeepalive/2 - mqttPingInterval - mqttSlack
 )
+
+// mqttTether is tether's configuration in the mqtt tests: the preset, the
+// heartbeat above, and a dial timeout of 2 s, so that a dial held by the
+// stall is given up and made again, as one to an unreachable broker.
+var mqttTether = []string{"TETHER_PROTOCOL=mqtt", "TETHER_PING_INTERVAL=" + mqttPingInterval.String(),
+	"TETHER_PING_TIMEOUT=" + mqttPingTimeout.String(), "TETHER_DIAL_TIMEOUT=2s"}
 
 var mosquittoOnce = sync.OnceValues(func() (string, error) {
 	bin, err := exec.LookPath("mosquitto")
@@ -267,8 +290,7 @@ func mqttFaults(t *testing.T, bin, node string, version int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fp.Close() })
-	tt := startTether(t, "ws://"+fp.Addr()+"/mqtt", "TETHER_PROTOCOL=mqtt",
-		"TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT=500ms", "TETHER_DIAL_TIMEOUT=2s")
+	tt := startTether(t, "ws://"+fp.Addr()+"/mqtt", mqttTether...)
 	witness := startMQTTClient(t, node, "witness", b.url(), version, 100*time.Millisecond, false)
 	witness.subscribed(t, "pub/#")
 	app := startMQTTClient(t, node, "app", tt.url()+"mqtt", version, 0, true)
@@ -374,8 +396,7 @@ func mqttPersistent(t *testing.T, bin, node string, version int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fp.Close() })
-	tt := startTether(t, "ws://"+fp.Addr()+"/mqtt", "TETHER_PROTOCOL=mqtt",
-		"TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT=500ms", "TETHER_DIAL_TIMEOUT=2s")
+	tt := startTether(t, "ws://"+fp.Addr()+"/mqtt", mqttTether...)
 	witness := startMQTTClient(t, node, "witness", b.url(), version, 100*time.Millisecond, false)
 	app := startMQTTClient(t, node, "app", tt.url()+"mqtt", version, 0, true, "persistent")
 	app.subscribed(t, "live/a")

@@ -142,8 +142,7 @@ func TestNATSPreset(t *testing.T) {
 	t.Logf("peers: nats.ws %s, %s", parts[2], server)
 
 	srv := newNATSServer(t, server)
-	tt := startTether(t, fmt.Sprintf("ws://127.0.0.1:%d", srv.ws), "TETHER_PROTOCOL=nats", "TETHER_LOG_LEVEL=debug",
-		"TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT=500ms")
+	tt := startTether(t, fmt.Sprintf("ws://127.0.0.1:%d", srv.ws), socketFaults("TETHER_PROTOCOL=nats", "TETHER_LOG_LEVEL=debug")...)
 	cmd := exec.Command(node, "nats_app.mjs", "ws://"+tt.addr, fmt.Sprint(natsPing.Milliseconds()))
 	cmd.Dir = "testdata"
 	app := &natsApp{peer: peer{startProc(t, "nats.ws app", cmd, false)}, got: map[string][]string{}}

@@ -22,6 +22,20 @@ const (
 	reconnectWait = backoffCap + messageWait
 )
 
+// socketFaults returns settings with tether's heartbeat settings for the
+// preset tests whose faults all end the upstream connection at the socket
+// (a TCP reset, a close frame, a killed or stopped server, refused dials):
+// tether's ping finds none of them. It still pings every 500 ms, so that
+// its pings and the peers' pongs go through every connection, but the
+// timeout is as long as any wait for a message: a pong that a loaded
+// machine delays past half a second must not end a healthy connection,
+// since the tests count what a loss replays (operations run, subscriptions
+// made, acknowledgements seen), and a loss of tether's own making changes
+// the counts.
+func socketFaults(settings ...string) []string {
+	return append(append([]string(nil), settings...), "TETHER_PING_INTERVAL=500ms", "TETHER_PING_TIMEOUT="+messageWait.String())
+}
+
 // buildDir holds the binary built for this test run; TestMain removes it.
 var buildDir string
 

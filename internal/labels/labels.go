@@ -36,7 +36,7 @@ const (
 	DropEnded        = "ended"        // an app unsubscribe for a subscription the server ended or tether abandoned (graphql-ws complete)
 	DropUnsent       = "unsent"       // an app message still in the outbox when the app left before an upstream connection took it
 	DropStale        = "stale"        // an app message settling an upstream message of a lost connection (a STOMP ACK or NACK)
-	DropKeepalive    = "keepalive"    // an app keepalive while the upstream is down, answering tether's own beat (Centrifugo pong)
+	DropKeepalive    = "keepalive"    // an app keepalive no upstream asked for: tether's own beat's answer, or a lost connection's (Centrifugo pong)
 )
 
 // Why an app handshake did not complete

@@ -48,3 +48,23 @@ func (st *State) Unanswered(gen uint64) [][]byte {
 	k.data = nil
 	return out
 }
+
+// asked is whether connection gen pinged the app (Upstream.Ping) since the
+// app's last answer.
+type asked struct {
+	gen    uint64
+	pinged bool
+}
+
+// Asked reports whether connection gen pinged the app since the app's last
+// keepalive, which is the answer to that ping: it takes the ping as
+// answered (Keepalive.OnlyAsked). A ping of an earlier connection asks
+// nothing of gen. A server answered twice for one ping would take the
+// second answer for one it did not ask for too: one answer per ping.
+func (st *State) Asked(gen uint64) bool {
+	if st.asked.gen != gen || !st.asked.pinged {
+		return false
+	}
+	st.asked.pinged = false
+	return true
+}

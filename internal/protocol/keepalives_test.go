@@ -57,3 +57,31 @@ func TestStateKeepaliveCopied(t *testing.T) {
 		t.Fatalf("Unanswered(1) = %q, want [ping]", got)
 	}
 }
+
+// Asked: an app keepalive answers the ping of the connection it goes to,
+// once per ping; a ping of a lost connection asks nothing of the next.
+func TestStateAsked(t *testing.T) {
+	st := onceState()
+	if st.Asked(1) {
+		t.Fatal("Asked(1) before any ping")
+	}
+	st.Upstream(1, Upstream{Ping: true})
+	if !st.Asked(1) {
+		t.Fatal("Asked(1) after its ping = false")
+	}
+	if st.Asked(1) {
+		t.Fatal("Asked(1) twice for one ping")
+	}
+	st.Upstream(1, Upstream{Ping: true}) // lost before the app answered
+	if st.Asked(2) {
+		t.Fatal("Asked(2) for connection 1's ping")
+	}
+	st.Upstream(2, Upstream{Ping: true})
+	st.Upstream(2, Upstream{Ping: true})
+	if !st.Asked(2) || st.Asked(2) {
+		t.Fatal("two pings before an answer: want one answer taken, as a Centrifugo server takes one pong for the pings it sent")
+	}
+	if hide := st.Upstream(3, Upstream{Ping: true}); hide != Shown {
+		t.Fatalf("a ping is hidden from the app: %v", hide)
+	}
+}

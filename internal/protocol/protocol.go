@@ -178,6 +178,10 @@ type Upstream struct {
 	// set, the keepalive it answers is no longer answered by tether when
 	// its connection is lost.
 	KeepaliveReply bool
+	// Ping: a keepalive of the upstream's that the app answers (a
+	// Centrifugo server's ping). With Keepalive.OnlyAsked, the app's
+	// keepalive goes to a connection only as the answer to one.
+	Ping bool
 	// DeliveryID is the id by which the app may settle this message on
 	// its connection (App.DeliveryID), "" when none.
 	DeliveryID string
@@ -189,7 +193,7 @@ type Upstream struct {
 // the app or changes what the session remembers, so State.Upstream must
 // see it.
 func (u Upstream) Hides() bool {
-	return u.LoginOK || u.Once || u.ReplyID != "" || u.Ack || u.Ends || u.KeepaliveReply || u.DeliveryID != ""
+	return u.LoginOK || u.Once || u.ReplyID != "" || u.Ack || u.Ends || u.KeepaliveReply || u.Ping || u.DeliveryID != ""
 }
 
 // Fields are what the sequence rules read in one upstream message: the
@@ -255,6 +259,15 @@ type Keepalive struct {
 	// reach on the next connection never asked for it (a Centrifugo server
 	// disconnects a client for a pong it did not ping for).
 	DropWhileDown bool
+	// OnlyAsked: the app's keepalive answers the upstream's ping
+	// (Upstream.Ping), and goes to the live connection only when that
+	// connection has pinged since the app's last answer; otherwise it is
+	// dropped, as while down. The app answers a ping of a lost connection,
+	// or tether's Beat, when it gets to it, and on a loaded machine that is
+	// after the next connection is live, whose server never asked: a
+	// Centrifugo server closes such a connection with 3501 bad request,
+	// which ends the app's session.
+	OnlyAsked bool
 }
 
 // Replayer rewrites a logged subscription each time a restore replays it.

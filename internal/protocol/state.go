@@ -38,6 +38,7 @@ type State struct {
 	// are pruned when the next connection is lost.
 	once      map[uint64]uint64
 	pings     keepalives // the app keepalives the current connection has not answered
+	asked     asked      // the upstream's ping the app has not answered (Keepalive.OnlyAsked)
 	folded    []folded   // requests folded away while down, sent on the next connection (folded.go)
 	maxFolded int
 	// delivered are the ids the app may settle (Upstream.DeliveryID) on
@@ -401,6 +402,9 @@ func (st *State) UpstreamReply(gen uint64, u Upstream) (Hide, *Replied) {
 	}
 	if u.KeepaliveReply {
 		st.pings.answered(gen)
+	}
+	if u.Ping {
+		st.asked = asked{gen: gen, pinged: true}
 	}
 	if u.DeliveryID != "" {
 		st.deliver(gen, u.DeliveryID)

@@ -52,7 +52,7 @@ func (p *Protocol) Capabilities() protocol.Capabilities {
 		AwaitLogin: true,
 		Confirm:    isConnectReply,
 		Framing:    newFramer,
-		Keepalive:  protocol.Keepalive{Every: KeepaliveEvery, Beat: ping, DropWhileDown: true},
+		Keepalive:  protocol.Keepalive{Every: KeepaliveEvery, Beat: ping, DropWhileDown: true, OnlyAsked: true},
 		Replay:     replayer{},
 		Reply:      reply,
 	}
@@ -80,10 +80,14 @@ func (p *Protocol) App(data []byte) protocol.App {
 	return protocol.App{}
 }
 
-// Upstream classifies one reply or push: a connect reply answers the
-// login, a reply its request by id, a publication carries its channel's
-// offset, and an unsubscribe push ends its channel's subscription.
+// Upstream classifies one reply or push: a ping ({}) asks the app for a
+// pong, a connect reply answers the login, a reply its request by id, a
+// publication carries its channel's offset, and an unsubscribe push ends
+// its channel's subscription.
 func (p *Protocol) Upstream(data []byte) protocol.Upstream {
+	if isEmptyObject(data) {
+		return protocol.Upstream{Ping: true}
+	}
 	r := gjson.GetManyBytes(data, "id", "connect", "push.channel", "push.pub.offset", "push.unsubscribe")
 	if id := replyID(r[0]); id != "" {
 		return protocol.Upstream{LoginOK: r[1].IsObject(), ReplyID: id}
@@ -115,13 +119,20 @@ func isConnectReply(data []byte) bool {
 }
 
 // isEmptyObject reports whether data is {} (a ping or a pong), spaces
-// allowed.
+// allowed. It stops at the first byte that is neither a space nor the
+// brace due, so that a publication, which it is asked about too, costs a
+// byte or two.
 func isEmptyObject(data []byte) bool {
-	r := gjson.ParseBytes(data)
-	if !r.IsObject() {
-		return false
+	const braces = "{}"
+	seen := 0 // braces read
+	for _, b := range data {
+		switch {
+		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
+		case seen < len(braces) && b == braces[seen]:
+			seen++
+		default:
+			return false
+		}
 	}
-	empty := true
-	r.ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
-	return empty
+	return seen == len(braces)
 }

@@ -24,6 +24,8 @@ func TestApp(t *testing.T) {
 		{`{"id":4,"publish":{"channel":"news","data":{}}}`, protocol.App{}},
 		{`{"send":{"data":{}}}`, protocol.App{}},
 		{`{"id":5,"subscribe":{"channel":7}}`, protocol.App{}},
+		{`{}}`, protocol.App{}},
+		{`}{`, protocol.App{}},
 		{`[]`, protocol.App{}},
 		{`not json`, protocol.App{}},
 	}
@@ -48,7 +50,10 @@ func TestUpstream(t *testing.T) {
 		{`{"push":{"channel":"news","pub":{"data":{"n":5}}}}`, protocol.Upstream{}}, // a channel without history
 		{`{"push":{"channel":"news","unsubscribe":{"code":2000,"reason":"server unsubscribe"}}}`, protocol.Upstream{Ends: true, EndKey: "news"}},
 		{`{"push":{"channel":"news","join":{"info":{}}}}`, protocol.Upstream{}},
-		{`{}`, protocol.Upstream{}},
+		{`{}`, protocol.Upstream{Ping: true}}, // the server's ping
+		{` { }`, protocol.Upstream{Ping: true}},
+		{`{}{}`, protocol.Upstream{}},
+		{`{"id":3}`, protocol.Upstream{ReplyID: "3"}},
 	}
 	for _, c := range cases {
 		if got := p.Upstream([]byte(c.msg)); got != c.want {
