@@ -286,6 +286,14 @@ func testBudget(t *testing.T) *budget.Budget {
 // base options. Cleanup shuts it down and checks that Serve returned cleanly.
 func newTether(t *testing.T, upstreamURL string, mutate func(*proxy.Options)) *tetherEnv {
 	t.Helper()
+	return newTetherOn(t, upstreamURL, mutate, nil)
+}
+
+// newTetherOn is newTether with the listener wrapped by wrapLn, when not
+// nil.
+func newTetherOn(t *testing.T, upstreamURL string, mutate func(*proxy.Options),
+	wrapLn func(net.Listener) net.Listener) *tetherEnv {
+	t.Helper()
 	states := newStateRecorder()
 	opts := baseOptions(t, upstreamURL, states)
 	if mutate != nil {
@@ -299,6 +307,10 @@ func newTether(t *testing.T, upstreamURL string, mutate func(*proxy.Options)) *t
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	url := "ws://" + ln.Addr().String() + "/"
+	if wrapLn != nil {
+		ln = wrapLn(ln)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -311,7 +323,7 @@ func newTether(t *testing.T, upstreamURL string, mutate func(*proxy.Options)) *t
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &tetherEnv{srv: srv, url: "ws://" + ln.Addr().String() + "/", states: states}
+	return &tetherEnv{srv: srv, url: url, states: states}
 }
 
 // noHeartbeat turns dead-connection detection off, for tests about something
@@ -353,26 +365,34 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // bytes queued towards its app: the moment the back-pressure of an app that
 // reads nothing reaches tether's buffer. Before it, what the upstream sends
 // fills kernel socket buffers first: tether's send buffer towards the app
-// and the upstream's send buffer grow to net.ipv4.tcp_wmem's maximum (4 MiB
-// each here), the app's receive buffer stays at its default since nothing
-// reads it. That is several MiB, which takes a second or more under -race
-// on a loaded machine: a test that samples the queue at a fixed instant
-// finds it empty. Nothing signals the moment, so this polls, bounded by
-// testTimeout.
+// (which grows to net.ipv4.tcp_wmem's maximum, 4 MiB here, unless the test
+// fixes it with sendBufferListener) and the app's receive buffer. That can
+// be megabytes, which takes seconds under -race on a loaded machine: a
+// test that samples the queue at a fixed instant finds it empty, and one
+// bounded by a fixed time fails while the queue still grows (at load 30,
+// 800 KB of the 1 MiB after 5 s). Nothing signals the moment, so this
+// polls, and fails once the queue has not grown for testTimeout.
 func awaitAppQueued(t *testing.T, srv *proxy.Server, n int64) {
 	t.Helper()
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(testTimeout)
+	stalled := time.NewTimer(testTimeout)
+	defer stalled.Stop()
+	var most int64
 	for {
 		q := srv.AppQueuedBytes()
 		if len(q) == 1 && q[0] >= n {
 			return
 		}
+		if len(q) == 1 && q[0] > most {
+			most = q[0]
+			stalled.Reset(testTimeout)
+		}
 		select {
 		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("bytes queued towards the paused app: %v after %v, want one session with at least %d", q, testTimeout, n)
+		case <-stalled.C:
+			t.Fatalf("bytes queued towards the paused app: %v, at most %d, not growing for %v; want one session with at least %d",
+				q, most, testTimeout, n)
 		}
 	}
 }
