@@ -121,6 +121,13 @@ func (sess *Session) hiddenReply(c *upstream.Conn, data []byte, u *protocol.Upst
 	gen := genOf(c)
 	sess.mu.Lock()
 	why, replied := sess.state.UpstreamReply(gen, *u)
+	// Counted before the lock is let go: a login or replay reply wakes
+	// the restore waiting for it inside UpstreamReply, and that restore
+	// takes the lock before it counts itself restored. Counted after it,
+	// whoever read n restores could miss the replies they hid.
+	if why != protocol.Shown {
+		sess.srv.totals.hidden(why)
+	}
 	sess.mu.Unlock()
 	if sess.srv.rules.caps.Reply == nil {
 		replied = nil
@@ -128,7 +135,6 @@ func (sess *Session) hiddenReply(c *upstream.Conn, data []byte, u *protocol.Upst
 	if why == protocol.Shown {
 		return false, replied
 	}
-	sess.srv.totals.hidden(why)
 	sess.log.Debug("upstream message hidden from the app", zap.String("reason", why.String()),
 		zap.Uint64("gen", gen), zap.Int("bytes", len(data)))
 	return true, replied

@@ -302,9 +302,17 @@ func TestSlowAppDoesNotKillUpstream(t *testing.T) {
 		size    = 32 << 10 // 32 MiB in all: beyond the 1 MiB downstream buffer and the kernel's socket buffers (awaitAppQueued)
 		buffer  = 1 << 20  // baseOptions' DownstreamBufferBytes
 		message = size + 4 // "999|" + padding
+		// sendBuffer fixes tether's send buffer towards the app, as in
+		// TestSSESlowAppBackPressure: left to the kernel it grows to 4 MiB,
+		// which must fill before the queue does (a load of 30 left the
+		// queue at 800 KB after 5 s), and leaves the writer megabytes of
+		// room to empty a queue it filled while merely starved.
+		sendBuffer = 64 << 10
 	)
 	up := newUpstream(t, upstreamConfig{})
-	e := newTether(t, up.srv.URL(), nil)
+	e := newTetherOn(t, up.srv.URL(), nil, func(ln net.Listener) net.Listener {
+		return sendBufferListener{Listener: ln, bytes: sendBuffer}
+	})
 	baseHeap := liveHeap()
 	paused := make(chan struct{})
 	a := dialApp(t, e.url, appOptions{paused: paused})
