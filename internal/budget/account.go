@@ -8,6 +8,7 @@ import "sync/atomic"
 type Account struct {
 	b      *Budget
 	held   atomic.Int64
+	lent   atomic.Int64 // Borrow's bytes: counted in Used, drawn on the pool, never on the share
 	closed atomic.Bool
 }
 
@@ -57,6 +58,51 @@ func (a *Account) Reserve(n int64) {
 	}
 }
 
+// Borrow counts n bytes of a buffer the account's session borrows from a
+// pool shared by all connections for as long as it uses it (a socket's read
+// buffer, one a message is reassembled in, internal/wsconn): in Used and
+// Held, and taken from the pool whether or not the pool has them, never
+// from the account's share. Such buffers are the price of reading at all,
+// not what a session keeps: taking them from the share would leave a busy
+// session less than its share for what it keeps (the hold buffer, the
+// outbox), whose overflow policies drop or close, while the pool they take
+// from makes the sessions holding the most pause sooner, as the memory
+// they stand for is gone. Like Reserve it never fails: a reader frees them
+// only by reading on.
+func (a *Account) Borrow(n int64) {
+	for {
+		if a.closed.Load() {
+			return
+		}
+		l := a.lent.Load()
+		if a.lent.CompareAndSwap(l, l+n) {
+			a.b.pooled.Add(n)
+			a.b.used.Add(n)
+			a.closedUnder()
+			return
+		}
+	}
+}
+
+// Return gives back n bytes Borrow counted. After Close it does nothing:
+// Close gave everything back.
+func (a *Account) Return(n int64) {
+	for {
+		if a.closed.Load() {
+			return
+		}
+		l := a.lent.Load()
+		m := min(n, l)
+		if a.lent.CompareAndSwap(l, l-m) {
+			a.b.used.Add(-m)
+			if m > 0 {
+				a.b.givePool(m)
+			}
+			return
+		}
+	}
+}
+
 // Release gives back n bytes the account's buffers no longer hold. A
 // release after Close does nothing: Close gave everything back.
 func (a *Account) Release(n int64) {
@@ -97,14 +143,15 @@ func (a *Account) closedUnder() {
 // it may both call it: each gives back what its Swap took.
 func (a *Account) giveAll() {
 	h := a.held.Swap(0)
-	a.b.used.Add(-h)
-	if p := a.beyond(h); p > 0 {
+	l := a.lent.Swap(0)
+	a.b.used.Add(-h - l)
+	if p := a.beyond(h) + l; p > 0 {
 		a.b.givePool(p)
 	}
 }
 
-// Held returns the bytes the account holds.
-func (a *Account) Held() int64 { return a.held.Load() }
+// Held returns the bytes the account holds, borrowed buffers included.
+func (a *Account) Held() int64 { return a.held.Load() + a.lent.Load() }
 
 // Budget returns the budget the account draws on.
 func (a *Account) Budget() *Budget { return a.b }

@@ -14,6 +14,9 @@
 // Each session holds an Account. A buffer reserves bytes on it before it
 // keeps them (TryReserve) and releases them when it lets them go (Release);
 // Close gives back whatever the account still holds when the session ends.
+// The buffers a connection borrows only while it reads (internal/wsconn)
+// are counted with Borrow and Return instead: in Used, and taken from the
+// pool, never from the share, which stays whole for what a session keeps.
 // When the pool cannot give what a reservation needs, TryReserve fails and
 // the buffer applies backpressure: it waits (Freed) for bytes to come back
 // to the pool, its session's upstream reads paused meanwhile. Only sessions

@@ -45,8 +45,10 @@ type Options struct {
 	// connection's session. The queued bytes count on it
 	// (sendq.Options.Account): Send then also waits while the budget has no
 	// room for the session, and what is still queued when the connection ends
-	// is given back. So does the message being reassembled until it is
-	// whole (read.go, assembled), which never waits.
+	// is given back. So do, without ever waiting, the buffers the reader
+	// borrows while it holds them (the read buffer, the buffer of a message
+	// being reassembled or inflated, one that outgrew it by its size) and
+	// what context takeover keeps (rbuf.go, holdings).
 	Account *budget.Account
 }
 
@@ -61,16 +63,20 @@ const (
 // concurrency contract.
 type Conn struct {
 	nc   net.Conn
-	br   io.Reader // buffered: a sockReader, or a bufio.Reader when that is not possible
+	br   reader // a sockReader, or a waitReader when that is not possible
 	opts Options
+	// held is what the reader holds, counted on Options.Account.
+	held holdings
 
 	// Reader state, touched only by the reading goroutine.
 	hdr     [ws.MaxHeaderSize]byte
 	ctl     [125]byte
 	msg     []byte
+	msgBuf  *rbuf // msg's borrowed buffer; nil when msg outgrew it (or is nil)
 	msgCost int64 // what msg's frames count against MaxMessageBytes: their payload, at least a byte each
-	// asm is what the message being reassembled holds on Options.Account,
-	// given back once it is whole or the read failed.
+	// asm is what the message being reassembled holds on Options.Account
+	// beyond a borrowed buffer, given back once it is whole or the read
+	// failed.
 	asm     int64
 	readErr error
 	// ahead is the header of the next frame, of aheadN bytes, when that
@@ -152,6 +158,7 @@ func New(nc net.Conn, br *bufio.Reader, opts Options) *Conn {
 	// The close frame goes after data already queued, and a Send after it
 	// fails with ErrClosed, as after Abort.
 	c.q.Init(&c.mu, sendq.Options{Limit: opts.QueueBytes, Closed: ErrClosed, Wake: c.wakeWriter, Account: opts.Account})
+	c.held.acct = opts.Account
 	c.br = c.newReader(nc, br)
 	c.lastRead.Store(monotonic())
 	return c
@@ -159,12 +166,26 @@ func New(nc net.Conn, br *bufio.Reader, opts Options) *Conn {
 
 // readBufferSize is the read buffer: a burst of small frames is read in few
 // syscalls, and a payload at least this large is read straight into the
-// message. Plain sockets hold it only while reading (sockReader).
+// message. It is borrowed only while bytes wait in it (rbuf.go).
 const readBufferSize = 64 << 10
 
-// newReader returns the connection's buffered reader: a sockReader, or on a
-// TLS socket (and off Unix) a bufio.Reader.
-func (c *Conn) newReader(nc net.Conn, br *bufio.Reader) io.Reader {
+// reader is the connection's buffered reader. Every Read asks for bytes the
+// caller cannot go on without (a header's next field, the rest of a
+// payload), which is what lets a waitReader wait for them without a buffer.
+type reader interface {
+	io.Reader
+	// buffered returns the bytes read and not consumed yet.
+	buffered() []byte
+	// consume drops n of the bytes buffered returned.
+	consume(n int)
+	// stop gives back the buffer, for a reader that will not read again.
+	stop()
+}
+
+// newReader returns the connection's buffered reader: a sockReader where the
+// socket's descriptor can be waited on, a waitReader otherwise (TLS, and off
+// Unix).
+func (c *Conn) newReader(nc net.Conn, br *bufio.Reader) reader {
 	early := handshakeBytes(br)
 	if s := newSockReader(c, nc, early); s != nil {
 		return s
@@ -173,12 +194,8 @@ func (c *Conn) newReader(nc net.Conn, br *bufio.Reader) io.Reader {
 	if len(early) > 0 {
 		src = io.MultiReader(bytes.NewReader(early), nc)
 	}
-	return bufio.NewReaderSize(&arrivals{r: src, c: c}, fallbackReadBuffer)
+	return &waitReader{c: c, src: src}
 }
-
-// fallbackReadBuffer is the read buffer a connection keeps for its life when
-// it cannot use a sockReader: smaller, since it is held while idle too.
-const fallbackReadBuffer = 8 << 10
 
 // handshakeBytes returns what br already buffered: frames the peer sent right
 // after its handshake response. Reading nc directly would lose them.
@@ -189,22 +206,6 @@ func handshakeBytes(br *bufio.Reader) []byte {
 	early := make([]byte, br.Buffered())
 	_, _ = io.ReadFull(br, early) // cannot fail: the bytes are buffered
 	return early
-}
-
-// arrivals notes the time whenever bytes arrive from the socket: evidence that
-// the peer is alive, taken once per read rather than once per frame, since a
-// read brings many frames when traffic is dense and the clock is not free.
-type arrivals struct {
-	r io.Reader
-	c *Conn
-}
-
-func (a *arrivals) Read(p []byte) (int, error) {
-	n, err := a.r.Read(p)
-	if n > 0 {
-		a.c.lastRead.Store(monotonic())
-	}
-	return n, err
 }
 
 // LastRead reports when bytes last arrived from the peer (a frame of any kind,

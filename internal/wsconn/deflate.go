@@ -69,13 +69,24 @@ const rsv1 = 0x4
 //
 // Without context takeover each message is inflated on its own by a
 // decompressor from a shared pool.
+//
+// The output goes to a buffer borrowed for the message and given back at
+// the next read (dropMessage), or to one of its own for a message that
+// outgrows it. What context takeover keeps (fr and hist) is the stream's
+// state, not a buffer: it counts on Options.Account for the connection's
+// life (takeoverBytes).
 type inflater struct {
-	src   messageSource
-	fr    io.ReadCloser // context takeover: the connection's own
-	stale bool          // fr met errMessageEnd: restart it from hist
-	hist  history
-	out   []byte
+	src    messageSource
+	fr     io.ReadCloser // context takeover: the connection's own
+	stale  bool          // fr met errMessageEnd: restart it from hist
+	hist   history
+	outBuf *rbuf // the last message's output buffer, while borrowed
 }
+
+// takeoverBytes is what context takeover keeps per connection: hist's
+// window and fr, a compress/flate decompressor, whose own window and
+// Huffman tables come to 40,574 bytes with Go 1.26 (TestTakeoverBytes).
+const takeoverBytes = windowBytes + 41<<10
 
 // messageSource is one message's compressed bytes for a decompressor:
 // an io.ByteReader, so flate reads it without buffering ahead, that
@@ -129,12 +140,15 @@ func (c *Conn) inflate(msg []byte) ([]byte, error) {
 		c.inflater = z
 	}
 	z.src.reset(append(msg, syncTail...))
+	if z.outBuf == nil {
+		z.outBuf = c.borrow()
+	}
 	var out []byte
 	var err error
 	if c.opts.Deflate.PeerNoContextTakeover {
 		fr := flateReaders.Get().(io.ReadCloser)
 		_ = fr.(flate.Resetter).Reset(&z.src, nil) // cannot fail: src is a ByteReader
-		out, err = readStream(fr, &z.src, z.out[:0], c.opts.MaxMessageBytes)
+		out, err = readStream(fr, &z.src, z.outBuf.b[:0], c.opts.MaxMessageBytes)
 		flateReaders.Put(fr)
 		if errors.Is(err, errMessageEnd) {
 			err = nil // the pooled decompressor is reset for every message
@@ -142,10 +156,12 @@ func (c *Conn) inflate(msg []byte) ([]byte, error) {
 	} else {
 		out, err = c.inflateStream(z)
 	}
-	if cap(out) <= maxRetainedBytes {
-		z.out = out[:0]
-	} else {
-		z.out = nil
+	if cap(out) != cap(z.outBuf.b) {
+		// It outgrew the borrowed buffer, into one of its own: that one
+		// counts by its size until the message is handed over.
+		c.giveBack(z.outBuf)
+		z.outBuf = nil
+		c.assembled(int64(len(out)))
 	}
 	switch {
 	case errors.Is(err, errTooLarge):
@@ -161,11 +177,12 @@ func (c *Conn) inflateStream(z *inflater) ([]byte, error) {
 	switch {
 	case z.fr == nil:
 		z.fr = flate.NewReader(&z.src)
+		c.held.take(takeoverBytes) // until the connection ends
 	case z.stale:
 		_ = z.fr.(flate.Resetter).Reset(&z.src, z.hist.bytes())
 		z.stale = false
 	}
-	out, err := readStream(z.fr, &z.src, z.out[:0], c.opts.MaxMessageBytes)
+	out, err := readStream(z.fr, &z.src, z.outBuf.b[:0], c.opts.MaxMessageBytes)
 	if errors.Is(err, errMessageEnd) {
 		// The message is whole (all of it was read); fr is not.
 		z.stale, err = true, nil

@@ -29,14 +29,22 @@
 //     next segment, and exits when nothing is queued (the next Send starts it
 //     again): sparse traffic costs one write per message, a backlog is written
 //     in large writes, and an idle connection has no writer goroutine.
-//   - Memory: on a plain socket (TCP, Unix) the read buffer is taken from a pool
-//     while bytes arrive and given back before the reader waits, and the write
-//     buffers only exist while something is queued, so an idle connection holds
-//     neither. A TLS socket keeps an 8 KiB read buffer.
+//   - Memory: the read buffer is borrowed from a pool while bytes wait in it
+//     and given back before the reader waits (a plain socket is waited on
+//     through the runtime's poller, a TLS one with a one-byte read), the
+//     buffer a message is reassembled or inflated in is borrowed for that
+//     message and given back at the next read, and the write buffers only
+//     exist while something is queued, so an idle connection holds none of
+//     them. With Options.Account, what the reader borrows counts on it while
+//     it holds it, never waiting (Held), as does what context takeover keeps
+//     for the next compressed message; all of it is given back when the
+//     connection ends. crypto/tls keeps its own input buffer per connection,
+//     grown for the largest records seen (some 38 KiB once 16 KiB records
+//     arrived, with Go 1.26), which no API of it lets go.
 //
 // Concurrency contract: ReadMessage, ReadMessageFlushing and MessageBuffered must be
 // called from one goroutine at a time (the connection's reader). Send, SendBatch,
-// Append, Ping, Close, Abort, LastRead, WriteProgress, Unread, Done and Err are safe
+// Append, Ping, Close, Abort, LastRead, WriteProgress, Unread, Held, Done and Err are safe
 // for concurrent use; a Batch itself belongs to one goroutine at a time. The writer
 // goroutine is owned by the Conn and runs only while something is queued: none is
 // left after Close has finished its handshake or after Abort, and Done is closed

@@ -1,7 +1,6 @@
 package wsconn
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -10,14 +9,6 @@ import (
 
 	"github.com/gobwas/ws"
 )
-
-// maxRetainedBytes is the largest reassembly (or inflation) buffer kept
-// between messages; a buffer grown beyond it by a larger message is
-// released afterwards. The size of the read buffer: what a connection keeps
-// while idle stays small and fixed (the memory budget does not count it),
-// and a message larger than that costs one allocation of its size, next to
-// reading it.
-const maxRetainedBytes = 64 << 10
 
 // readChunk bounds how much of a peer-declared payload is allocated before the
 // bytes arrive, so a header claiming 16 MiB costs nothing until it is sent.
@@ -40,6 +31,7 @@ func (c *Conn) ReadMessageFlushing(flush func()) (op ws.OpCode, p []byte, err er
 	if c.readErr != nil {
 		return 0, nil, c.readErr
 	}
+	c.dropMessage() // the last one's payload is no longer valid
 	op, p, done, err := c.readWhole()
 	if !done {
 		if flush != nil && !c.MessageBuffered() {
@@ -51,15 +43,35 @@ func (c *Conn) ReadMessageFlushing(flush func()) (op ws.OpCode, p []byte, err er
 	}
 	if err != nil {
 		c.readErr = err
+		c.dropMessage()
+		c.br.stop()
 		c.readFailed(err)
 		return 0, nil, err
 	}
 	return op, p, nil
 }
 
+// dropMessage lets go of the buffers the last message was read or inflated
+// into: borrowed ones go back to the pool, so that a connection waiting for
+// its next message holds none, and one a large message grew is left to the
+// collector.
+func (c *Conn) dropMessage() {
+	if c.msgBuf != nil {
+		c.giveBack(c.msgBuf)
+		c.msgBuf = nil
+	}
+	c.msg = nil
+	if z := c.inflater; z != nil && z.outBuf != nil {
+		c.giveBack(z.outBuf)
+		z.outBuf = nil
+	}
+}
+
 // assembled counts n more bytes of the message being reassembled on
 // Options.Account (docs/design.md "Memory"), from its first byte read until
 // it is whole: the memory a peer can hold by sending a large message slowly.
+// While the message fits in the buffer it borrowed, the buffer is what
+// counts (borrow); what outgrows it counts here, by its size.
 // Once whole it is handed over, and whatever the caller keeps of it counts
 // where it keeps it (a queue, the hold buffer): counting it here as well
 // would make what the budget refuses depend on how TCP cut the message,
@@ -78,7 +90,8 @@ func (c *Conn) assembled(n int64) {
 	}
 }
 
-// releaseAssembly gives back what the last message held on Options.Account.
+// releaseAssembly gives back what the last message held on Options.Account
+// beyond its borrowed buffer.
 func (c *Conn) releaseAssembly() {
 	if c.asm > 0 {
 		c.opts.Account.Release(c.asm)
@@ -137,10 +150,6 @@ func (c *Conn) plainFrame(h ws.Header) bool {
 // them, and inflates it when it came compressed (RSV1 on its first frame,
 // with Deflate negotiated).
 func (c *Conn) readMessage() (ws.OpCode, []byte, error) {
-	if cap(c.msg) > maxRetainedBytes {
-		c.msg = nil
-	}
-	c.msg = c.msg[:0]
 	c.msgCost = 0
 	var op ws.OpCode
 	compressed := false
@@ -232,8 +241,7 @@ func (c *Conn) readPayload(h ws.Header) error {
 	for remaining := h.Length; remaining > 0; {
 		n := min(remaining, readChunk)
 		at := len(c.msg)
-		c.msg = grow(c.msg, int(n))
-		c.assembled(n)
+		c.growMessage(int(n))
 		if _, err := io.ReadFull(c.br, c.msg[at:at+int(n)]); err != nil {
 			return noEOF(err)
 		}
@@ -243,6 +251,29 @@ func (c *Conn) readPayload(h ws.Header) error {
 		ws.Cipher(c.msg[start:], h.Mask, 0)
 	}
 	return nil
+}
+
+// growMessage makes room for n more bytes at the end of c.msg and counts
+// them: in a borrowed buffer while the message fits in one, in a buffer of
+// its own, counted by its size, once it outgrows it.
+func (c *Conn) growMessage(n int) {
+	at := len(c.msg)
+	if c.msg == nil && n <= readBufferSize {
+		c.msgBuf = c.borrow()
+		c.msg = c.msgBuf.b[:0]
+	}
+	if cap(c.msg)-at < n {
+		c.msg = grow(c.msg, n)[:at]
+		if c.msgBuf != nil { // copied out: the bytes so far count by their size from now on
+			c.giveBack(c.msgBuf)
+			c.msgBuf = nil
+			c.assembled(int64(at))
+		}
+	}
+	if c.msgBuf == nil {
+		c.assembled(int64(n))
+	}
+	c.msg = c.msg[:at+n]
 }
 
 func grow(b []byte, n int) []byte {
@@ -375,27 +406,11 @@ func (c *Conn) MessageBuffered() bool {
 const maxPeekFrames = 4
 
 // bufferedBytes returns what the read buffer holds, unread.
-func (c *Conn) bufferedBytes() []byte {
-	switch r := c.br.(type) {
-	case *sockReader:
-		return r.buffered()
-	case *bufio.Reader:
-		b, _ := r.Peek(r.Buffered()) // within what is buffered: reads nothing
-		return b
-	}
-	return nil
-}
+func (c *Conn) bufferedBytes() []byte { return c.br.buffered() }
 
 // consume drops n bytes of what bufferedBytes returned, read in place. They
 // stay where they are until the next read from the buffer.
-func (c *Conn) consume(n int) {
-	switch r := c.br.(type) {
-	case *sockReader:
-		r.consume(n)
-	case *bufio.Reader:
-		_, _ = r.Discard(n) // buffered: cannot fail
-	}
-}
+func (c *Conn) consume(n int) { c.br.consume(n) }
 
 // peekHeader parses the frame header at the start of b (RFC 6455 §5.2) and
 // returns it with its size. ok is false when b does not hold a whole header,

@@ -30,7 +30,7 @@ type sockReader struct {
 
 // newSockReader returns nil when nc does not expose its descriptor (TLS).
 // early holds bytes already read with the handshake.
-func newSockReader(c *Conn, nc net.Conn, early []byte) *sockReader {
+func newSockReader(c *Conn, nc net.Conn, early []byte) reader {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -66,10 +66,12 @@ func (s *sockReader) Read(p []byte) (int, error) {
 	}
 	n := copy(p, s.buf.b[s.r:s.w])
 	s.r += n
+	if s.r == s.w {
+		s.stop() // all of it copied out: nothing refers to it any more
+	}
 	return n, nil
 }
 
-// buffered returns the bytes read and not consumed yet.
 func (s *sockReader) buffered() []byte {
 	if len(s.early) > 0 {
 		return s.early
@@ -80,13 +82,19 @@ func (s *sockReader) buffered() []byte {
 	return s.buf.b[s.r:s.w]
 }
 
-// consume drops n of the bytes buffered returned.
 func (s *sockReader) consume(n int) {
 	if len(s.early) > 0 {
 		s.early = s.early[n:]
 		return
 	}
 	s.r += n
+}
+
+func (s *sockReader) stop() {
+	if s.buf != nil {
+		s.c.giveBack(s.buf)
+		s.buf, s.r, s.w = nil, 0, 0
+	}
 }
 
 // fill reads into the (pooled) buffer, waiting for at least one byte.
@@ -122,7 +130,7 @@ func (s *sockReader) read(fd uintptr) bool {
 	dst := s.dst
 	if dst == nil {
 		if s.buf == nil {
-			s.buf = getRbuf()
+			s.buf = s.c.borrow()
 		}
 		dst = s.buf.b
 	}
@@ -133,7 +141,7 @@ func (s *sockReader) read(fd uintptr) bool {
 			continue
 		case err == syscall.EAGAIN:
 			if s.buf != nil { // nothing waits in it: r == w
-				putRbuf(s.buf)
+				s.c.giveBack(s.buf)
 				s.buf = nil
 			}
 			return false

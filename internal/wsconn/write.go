@@ -225,10 +225,12 @@ func (c *Conn) writeLoop() {
 // over (Abort has run, so the queue is closed and nothing joins it after).
 // The queued bytes go back to Options.Account at once: an upstream session
 // replaces a lost connection with a new one on the same account, and what
-// the lost one never wrote must not stay counted with it. The writer's own
-// list is not here (drain dropped it), but its count is in the queue's.
+// the lost one never wrote, nor what its reader held, must not stay counted
+// with it. The writer's own list is not here (drain dropped it), but its
+// count is in the queue's.
 func (c *Conn) ended() {
 	c.dropQueued()
+	c.held.end() // the reader's buffers too, whether or not it reads again
 	close(c.done)
 }
 
