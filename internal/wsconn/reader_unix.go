@@ -125,12 +125,15 @@ func (s *sockReader) readInto(p []byte) (int, error) {
 
 // read runs with the descriptor. When nothing is there it gives the buffer
 // back and returns false: the runtime parks the goroutine until the socket is
-// readable and calls it again.
+// readable and calls it again. A buffer taken for this read counts on the
+// account only once bytes arrived in it: a read that finds nothing holds
+// it for the length of a system call.
 func (s *sockReader) read(fd uintptr) bool {
 	dst := s.dst
+	fresh := false
 	if dst == nil {
 		if s.buf == nil {
-			s.buf = s.c.borrow()
+			s.buf, fresh = rbufPool.Get().(*rbuf), true
 		}
 		dst = s.buf.b
 	}
@@ -140,17 +143,34 @@ func (s *sockReader) read(fd uintptr) bool {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
-			if s.buf != nil { // nothing waits in it: r == w
-				s.c.giveBack(s.buf)
-				s.buf = nil
-			}
+			s.dropBuf(fresh) // nothing waits in it: r == w
 			return false
 		case err != nil:
+			s.dropBuf(fresh)
 			s.err = &net.OpError{Op: "read", Net: s.nc.LocalAddr().Network(),
 				Source: s.nc.LocalAddr(), Addr: s.nc.RemoteAddr(), Err: os.NewSyscallError("read", err)}
+		case n == 0:
+			s.dropBuf(fresh)
 		default:
+			if fresh {
+				s.c.held.take(readBufferSize)
+			}
 			s.n = n
 		}
 		return true
+	}
+}
+
+// dropBuf lets go of the buffer after a read that put nothing in it:
+// back to the pool uncounted when the read took it, given back otherwise.
+func (s *sockReader) dropBuf(fresh bool) {
+	switch {
+	case s.buf == nil:
+	case fresh:
+		rbufPool.Put(s.buf)
+		s.buf = nil
+	default:
+		s.c.giveBack(s.buf)
+		s.buf = nil
 	}
 }
