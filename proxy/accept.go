@@ -18,8 +18,16 @@ import (
 	"github.com/tetherproxy/tether/upstream"
 )
 
-// handleWebSocket serves one WebSocket app (ws or unix listener) from
-// handshake to close.
+// handleWebSocket answers one WebSocket app's handshake (ws or unix
+// listener) and, once it is upgraded, starts the goroutine that serves it
+// until it closes.
+//
+// That goroutine, the session's reader, is a new one rather than the one
+// that answered the handshake: the reader parks in the app socket's read for
+// the session's whole life, and a goroutine's stack never shrinks back to
+// its first 2 KiB once it grew, as the handshake's does (gobwas' upgrade,
+// the wait for the first dial, a log line), so every idle session would
+// hold the handshake's stack.
 func (s *Server) handleWebSocket(nc net.Conn, kind ListenerKind) {
 	sess := s.newSession(kind)
 	if ok, answered := (&wsHandshake{sess: sess, nc: nc}).run(); !ok {
@@ -29,6 +37,13 @@ func (s *Server) handleWebSocket(nc net.Conn, kind ListenerKind) {
 		_ = nc.Close()
 		return
 	}
+	s.wg.Add(1) // while this handler is counted, so before Shutdown's Wait can return
+	go s.serveWebSocket(sess)
+}
+
+// serveWebSocket runs an upgraded WebSocket app's session to its end.
+func (s *Server) serveWebSocket(sess *Session) {
+	defer s.wg.Done()
 	defer s.forget(sess)
 	if s.isDraining() {
 		// Shutdown may have passed over this session while its handshake

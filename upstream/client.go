@@ -302,42 +302,93 @@ func (c *Client) setState(s State) {
 }
 
 // run is the state machine: dial, serve, classify the end, wait, again.
+//
+// Its goroutine parks in watch for each connection's whole life, and it is
+// kept shallow there: a goroutine's stack starts small (2 KiB), doubles when
+// a call needs more, and never shrinks back once the goroutine parks under
+// more than a few hundred bytes of frames, so whatever stack it ever needed
+// is held by every idle session. Everything else (the dial, with name
+// resolution, TCP, TLS and the handshake; log lines, since zap's check alone
+// takes more than the first 2 KiB allow; system calls) runs aside, on a
+// short-lived goroutine the state machine waits for, whose stack goes with
+// it. The state machine is still one goroutine at a time: it does nothing
+// while a goroutine runs aside for it.
 func (c *Client) run(ctx context.Context) {
-	defer close(c.done)
-	defer func() {
-		if c.opts.Stopped != nil {
-			c.opts.Stopped(c.err)
-		}
-	}()
-	defer c.setState(StateClosed)
-	defer c.closeIdle()
+	defer c.stopped()
 	for {
-		c.setState(StateConnecting)
-		c.gen++
-		conn, err := c.dial(ctx, c.gen)
-		c.reportFirst(conn, err)
-		if err == nil || ctx.Err() == nil {
-			c.opts.Observer.Dialed(dialResult(err))
+		var w *connWatch
+		more := false
+		aside(func() { w, more = c.open(ctx) })
+		if w == nil {
+			if !more {
+				return
+			}
+			continue
 		}
-		if err == nil {
-			c.authFailures = 0
-			err = c.serve(ctx, conn)
-			c.keepStreamState(conn)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		c.noteEnd(err)
-		floor, stop := c.classify(err)
-		if stop != nil {
-			c.err = stop
-			c.log.Error("upstream failed permanently", zap.Error(stop))
-			return
-		}
-		if !c.wait(ctx, err, max(floor, c.retryFloor)) {
+		err := w.watch(ctx)
+		aside(func() { more = c.lost(ctx, w, err) })
+		if !more {
 			return
 		}
 	}
+}
+
+// aside runs f on a goroutine of its own and waits for it (see run).
+func aside(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
+}
+
+// stopped is run's last act: the Client has stopped for good.
+func (c *Client) stopped() {
+	c.closeIdle()
+	c.setState(StateClosed)
+	if c.opts.Stopped != nil {
+		c.opts.Stopped(c.err)
+	}
+	close(c.done)
+}
+
+// open dials once and starts watching the connection. It returns the
+// watch, or nil when the dial failed, with whether run goes on.
+func (c *Client) open(ctx context.Context) (*connWatch, bool) {
+	c.setState(StateConnecting)
+	c.gen++
+	conn, err := c.dial(ctx, c.gen)
+	c.reportFirst(conn, err)
+	if err == nil || ctx.Err() == nil {
+		c.opts.Observer.Dialed(dialResult(err))
+	}
+	if err != nil {
+		return nil, ctx.Err() == nil && c.retry(ctx, err)
+	}
+	c.authFailures = 0
+	return c.startWatch(ctx, conn), true
+}
+
+// lost ends the connection w watched, which err ended, and reports whether
+// run dials again.
+func (c *Client) lost(ctx context.Context, w *connWatch, err error) bool {
+	err = c.endWatch(ctx, w, err)
+	c.keepStreamState(w.conn)
+	return ctx.Err() == nil && c.retry(ctx, err)
+}
+
+// retry applies the policy to why a dial or a connection failed, and waits
+// the backoff delay. It reports whether run dials again.
+func (c *Client) retry(ctx context.Context, err error) bool {
+	c.noteEnd(err)
+	floor, stop := c.classify(err)
+	if stop != nil {
+		c.err = stop
+		c.log.Error("upstream failed permanently", zap.Error(stop))
+		return false
+	}
+	return c.wait(ctx, err, max(floor, c.retryFloor))
 }
 
 func (c *Client) reportFirst(conn *Conn, err error) {
@@ -458,7 +509,7 @@ func (c *Client) confirmed(conn *Conn) {
 // the delay: a server sends every client the same value, and a fleet that
 // waited exactly that long would come back in lockstep (DelayWithFloor adds
 // jitter over the whole Cap on top). It is capped like Retry-After. conn's
-// reader has stopped: serve waited for it.
+// reader has stopped: endWatch waited for it.
 func (c *Client) keepStreamState(conn *Conn) {
 	sc, ok := conn.ws.(*sseConn)
 	if !ok {

@@ -27,6 +27,9 @@
 // One Client serves one proxy session. It runs one goroutine, the only one that
 // dials and changes state; each connection it opens gets a rising generation
 // number, a reader goroutine and a restore goroutine, which only report to it.
+// What needs a deep stack (the dial, log lines, system calls) it runs on a
+// short-lived goroutine it waits for, so the goroutine that parks for each
+// connection's life keeps its first, small stack (Client.run).
 // Events of a superseded connection are never seen by the state machine: each
 // connection reports on its own channels, read only while it is the live one.
 //

@@ -19,36 +19,86 @@ type connEvent struct {
 	err       error
 }
 
-// serve runs one open connection until it is lost or ctx ends, and returns why it
-// ended. The reader and restore goroutines it starts have exited when it returns.
-func (c *Client) serve(ctx context.Context, conn *Conn) error {
-	c.setState(StateOpen)
+// logConnected logs a connection that opened.
+func (c *Client) logConnected(conn *Conn) {
 	c.log.Info("upstream connected", zap.Uint64("gen", conn.gen),
 		zap.Int("attempt", c.failures), zap.String("protocol", conn.protocol), zap.String("remote", conn.remote),
 		zap.Bool("compressed", conn.compressed))
-	cctx, cancel := context.WithCancel(ctx)
-	// Taken before the reader starts: a resume after the connection's
-	// first message is this connection's to probe.
-	resumed := c.opts.Resume.C()
-	events := make(chan connEvent, 2) // at most one confirmation and one end
-	restored := make(chan error, 1)
-	var progress atomic.Uint64 // a readerProgress
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); c.read(conn, events, &progress) }()
-	go func() { defer wg.Done(); restored <- c.opts.Handler.Restore(cctx, conn) }()
+}
 
-	confirmed, err := c.watch(ctx, conn, connSignals{events: events, restored: restored, resumed: resumed}, &progress)
-	cancel()
+// connWatch is the per-connection part of the state machine: what the
+// connection's reader and restore report, the heartbeat, resumes from sleep
+// and the confirmation. It lives on the heap rather than in the frames of
+// the Client's goroutine, which parks in watch for the connection's whole
+// life: every byte of the frames it parks under is stack that every idle
+// session pays (see Client.run). The state machine owns it; the reader and
+// the restore use only events, restored and progress.
+type connWatch struct {
+	c    *Client
+	conn *Conn
+	// cancel ends the context Restore runs with.
+	cancel   context.CancelFunc
+	events   chan connEvent // the reader's: at most one confirmation and one end
+	restored chan error     // the restore's result; nil once received
+	resumed  <-chan struct{}
+	progress atomic.Uint64 // a readerProgress
+	hb       heartbeat
+	hbTimer  timer
+	// stable confirms the connection after StableAfter when Options.Confirm
+	// is nil; it is stopped once the connection is confirmed.
+	stable    timer
+	confirmed bool
+	wg        sync.WaitGroup // the reader and the restore
+}
+
+// startWatch opens the connection: its reader and its restore start. watch
+// then follows it until it is lost or ctx ends, and endWatch waits for its
+// goroutines.
+func (c *Client) startWatch(ctx context.Context, conn *Conn) *connWatch {
+	c.setState(StateOpen)
+	c.logConnected(conn)
+	cctx, cancel := context.WithCancel(ctx)
+	w := &connWatch{
+		c: c, conn: conn, cancel: cancel,
+		events:   make(chan connEvent, 2),
+		restored: make(chan error, 1),
+		// Taken before the reader starts: a resume after the connection's
+		// first message is this connection's to probe.
+		resumed: c.opts.Resume.C(),
+	}
+	w.wg.Add(2)
+	go w.read()
+	go w.restore(cctx)
+	w.hb = heartbeat{interval: c.opts.PingInterval, timeout: c.opts.PingTimeout, woke: time.Now(),
+		unread: func() bool { return conn.ws.Unread() > 0 }, unwritten: conn.ws.Unwritten}
+	w.hbTimer = newTimer(w.hb.interval)
+	if c.opts.Confirm == nil {
+		w.stable = newTimer(max(c.opts.StableAfter, time.Nanosecond))
+	}
+	return w
+}
+
+func (w *connWatch) restore(ctx context.Context) {
+	defer w.wg.Done()
+	w.restored <- w.c.opts.Handler.Restore(ctx, w.conn)
+}
+
+// endWatch closes the connection, waits for its goroutines and reports the
+// loss.
+func (c *Client) endWatch(ctx context.Context, w *connWatch, err error) error {
+	conn := w.conn
+	w.hbTimer.stop()
+	w.stable.stop()
+	w.cancel()
 	conn.ws.Close(ws.StatusNormalClosure, "") // no-op when already closing
 	<-conn.ws.Done()                          // bounded by wsconn's CloseWait
-	wg.Wait()
+	w.wg.Wait()
 	if n := conn.ws.ControlDropped(); n > 0 {
 		c.log.Warn("upstream sent pings faster than tether answered them; only the latest were answered",
 			zap.Uint64("gen", conn.gen), zap.Uint64("pings_unanswered", n))
 	}
 	c.setState(StateLost)
-	if confirmed {
+	if w.confirmed {
 		c.lostAt = c.opts.now()
 	}
 	c.opts.Handler.Lost(conn, err)
@@ -58,109 +108,131 @@ func (c *Client) serve(ctx context.Context, conn *Conn) error {
 	return err
 }
 
-// connSignals are what the watch of one connection waits on besides its
-// timers: the reader's events, the restore result, resumes from sleep.
-type connSignals struct {
-	events   <-chan connEvent
-	restored <-chan error
-	resumed  <-chan struct{}
-}
-
-// watch is the per-connection part of the state machine: confirmation, restore
-// result, heartbeat, resumes. It returns whether the connection was confirmed
-// and why it ended.
-func (c *Client) watch(ctx context.Context, conn *Conn, sig connSignals, progress *atomic.Uint64) (bool, error) {
-	events, restored, resumed := sig.events, sig.restored, sig.resumed
-	hb := heartbeat{interval: c.opts.PingInterval, timeout: c.opts.PingTimeout, woke: time.Now(),
-		unread: func() bool { return conn.ws.Unread() > 0 }, unwritten: conn.ws.Unwritten}
-	hbTimer := newTimer(hb.interval)
-	defer hbTimer.stop()
-	stable := newTimer(0)
-	if c.opts.Confirm == nil {
-		stable = newTimer(max(c.opts.StableAfter, time.Nanosecond))
-	}
-	defer stable.stop()
-	confirmed := false
-	confirm := func() {
-		if !confirmed {
-			confirmed = true
-			c.confirmed(conn)
-		}
-	}
+// watch waits for what ends the connection: the Client's end, the reader's
+// error, a failed restore or the heartbeat's verdict. It is where the
+// Client's goroutine parks while the connection is open: what an event
+// needs done beyond a few lines runs aside (see Client.run).
+func (w *connWatch) watch(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return confirmed, ErrClosed
-		case ev := <-events:
+			return ErrClosed
+		case ev := <-w.events:
 			if ev.err != nil {
-				return confirmed, ev.err
+				return ev.err
 			}
-			confirm()
-		case err := <-restored:
-			restored = nil
-			if err != nil && ctx.Err() != nil {
-				// Restore saw the Client's own shutdown through its context;
-				// select may pick this case before ctx.Done.
-				return confirmed, ErrClosed
+			w.confirm()
+		case err := <-w.restored:
+			if err := w.restoreEnded(ctx, err); err != nil {
+				return err
 			}
-			if err != nil {
-				return confirmed, &restoreError{err: err}
+		case <-w.stable.c():
+			w.confirm()
+		case <-w.resumed:
+			w.resume(ctx)
+		case <-w.hbTimer.c():
+			if err := w.beat(ctx); err != nil {
+				return err
 			}
-		case <-stable.c():
-			confirm()
-		case <-resumed:
-			// Back from sleep: probe now rather than when the timer, which
-			// did not count the sleep, comes due (Resumes).
-			resumed = c.opts.Resume.C()
-			if hbTimer.t != nil {
-				p := readerProgress(progress.Load())
-				var w writeProgress
-				w.acked, w.backlog, w.ok = conn.ws.WriteProgress()
-				c.probe(ctx, conn)
-				hbTimer.reset(hb.resumed(time.Now(), p, w))
-			}
-		case <-hbTimer.c():
-			// Progress first: a message handed over between the two loads
-			// then counts as moved at the next wake-up, not lost.
-			p := readerProgress(progress.Load())
-			var w writeProgress
-			w.acked, w.backlog, w.ok = conn.ws.WriteProgress()
-			action, next := hb.next(time.Now(), conn.ws.LastRead(), p, w)
-			switch action {
-			case beatDead:
-				conn.ws.Abort()
-				return confirmed, ErrHeartbeatTimeout
-			case beatProbe:
-				c.probe(ctx, conn)
-			}
-			hbTimer.reset(next)
 		}
 	}
+}
+
+func (w *connWatch) confirm() {
+	if w.confirmed {
+		return
+	}
+	w.confirmed = true
+	aside(func() {
+		w.stable.stop()
+		w.stable = timer{} // nothing left to wait for there
+		w.c.confirmed(w.conn)
+	})
+}
+
+// restoreEnded takes the restore's result: an error fails the connection.
+func (w *connWatch) restoreEnded(ctx context.Context, err error) error {
+	w.restored = nil
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Restore saw the Client's own shutdown through its context;
+		// select may pick this case before ctx.Done.
+		return ErrClosed
+	case err != nil:
+		return &restoreError{err: err}
+	}
+	return nil
+}
+
+// resume probes at once after the machine woke from sleep, rather than
+// when the heartbeat's timer, which did not count the sleep, comes due
+// (Resumes).
+func (w *connWatch) resume(ctx context.Context) {
+	aside(func() {
+		w.resumed = w.c.opts.Resume.C()
+		if w.hbTimer.t == nil {
+			return
+		}
+		p := readerProgress(w.progress.Load())
+		wp := w.writeProgress()
+		w.c.probe(ctx, w.conn)
+		w.hbTimer.reset(w.hb.resumed(time.Now(), p, wp))
+	})
+}
+
+// beat is the heartbeat's wake-up: probe, declare the connection dead, or
+// wait on.
+func (w *connWatch) beat(ctx context.Context) (err error) {
+	aside(func() {
+		// Progress first: a message handed over between the two loads
+		// then counts as moved at the next wake-up, not lost.
+		p := readerProgress(w.progress.Load())
+		wp := w.writeProgress()
+		action, next := w.hb.next(time.Now(), w.conn.ws.LastRead(), p, wp)
+		switch action {
+		case beatDead:
+			w.conn.ws.Abort()
+			err = ErrHeartbeatTimeout
+			return
+		case beatProbe:
+			w.c.probe(ctx, w.conn)
+		}
+		w.hbTimer.reset(next)
+	})
+	return err
+}
+
+func (w *connWatch) writeProgress() writeProgress {
+	var p writeProgress
+	p.acked, p.backlog, p.ok = w.conn.ws.WriteProgress()
+	return p
 }
 
 // read is the connection's reader goroutine. It marks each message it hands to
 // the Handler in progress (readerProgress), so the heartbeat does not take time
 // spent blocked on the app for silence; a Flush counts as a message.
-func (c *Client) read(conn *Conn, events chan<- connEvent, progress *atomic.Uint64) {
+func (w *connWatch) read() {
+	defer w.wg.Done()
+	c, conn := w.c, w.conn
 	confirm := c.opts.Confirm
-	flush := flushFunc(c.opts.Handler, conn, progress)
+	flush := flushFunc(c.opts.Handler, conn, &w.progress)
 	for {
 		op, data, err := conn.ws.ReadMessageFlushing(flush)
 		if err != nil {
 			flush()
-			events <- connEvent{err: readError(err)}
+			w.events <- connEvent{err: readError(err)}
 			return
 		}
 		if c.opts.HeartbeatReply != nil && c.opts.HeartbeatReply(data) {
 			continue
 		}
 		if confirm != nil && confirm(data) {
-			events <- connEvent{confirmed: true}
+			w.events <- connEvent{confirmed: true}
 			confirm = nil
 		}
-		progress.Add(1) // busy
+		w.progress.Add(1) // busy
 		c.opts.Handler.Message(conn, op, data)
-		progress.Add(1) // one more message handed over, not busy
+		w.progress.Add(1) // one more message handed over, not busy
 	}
 }
 
