@@ -84,9 +84,12 @@ type Event struct {
 // it (noteState, noteEnd); any goroutine reads it. Its lock is never held
 // while calling out.
 type statusBoard struct {
-	mu        sync.Mutex
-	s         Status // Recent unused: events holds them
-	events    [RecentEvents]Event
+	mu sync.Mutex
+	s  Status // Recent unused: events holds them
+	// events is a ring of the latest events, allocated as they come: a
+	// session that stays connected records one, and RecentEvents of them
+	// held inline were a KiB of every idle session.
+	events    []Event
 	n         int // events recorded; the latest is events[(n-1)%RecentEvents]
 	confirmed bool
 }
@@ -106,7 +109,16 @@ func (c *Client) Status() Status {
 }
 
 func (b *statusBoard) record(e Event) {
-	b.events[b.n%RecentEvents] = e
+	if len(b.events) < RecentEvents {
+		if len(b.events) == cap(b.events) {
+			grown := make([]Event, len(b.events), min(max(2*len(b.events), 1), RecentEvents))
+			copy(grown, b.events)
+			b.events = grown
+		}
+		b.events = append(b.events, e) // at index n: the ring is not full
+	} else {
+		b.events[b.n%RecentEvents] = e
+	}
 	b.n++
 }
 
