@@ -51,12 +51,17 @@ type beater struct {
 	sentAt  atomic.Int64 // when a message was last queued for the app, in Unix ns (Keepalive.Idle only)
 }
 
+// newBeater returns the beater of a protocol that beats, nil for one that
+// does not: most sessions, which need not hold one.
 func newBeater(k protocol.Keepalive) *beater {
+	if k.Every <= 0 && k.Negotiate == nil {
+		return nil
+	}
 	return &beater{k: k, changed: make(chan struct{}, 1)}
 }
 
 // on reports whether the protocol beats at all.
-func (b *beater) on() bool { return b.k.Every > 0 || b.k.Negotiate != nil }
+func (b *beater) on() bool { return b != nil }
 
 // run sends Keepalive.Beat every Keepalive.Every, or as often as the
 // protocol negotiated for this session (negotiate), while live reports no
@@ -100,7 +105,7 @@ func (b *beater) run(ctx context.Context, stop <-chan struct{}, live func() bool
 // sent records that a message was queued for the app now, for the idle
 // beats (Keepalive.Idle); without them it costs nothing.
 func (b *beater) sent() {
-	if b.k.Idle {
+	if b != nil && b.k.Idle {
 		b.sentAt.Store(time.Now().UnixNano())
 	}
 }

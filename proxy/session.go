@@ -180,14 +180,13 @@ func (sess *Session) startClient() {
 // keepalive beats has one, sending them. When the app leaves, serve stops
 // the client and returns once the client and the beats have.
 func (sess *Session) serve() {
-	beating := make(chan struct{})
+	var beating chan struct{} // nil: no beats
 	if sess.beat.on() {
+		beating = make(chan struct{})
 		go func() {
 			defer close(beating)
 			sess.beat.run(sess.ctx, sess.client.Done(), sess.isLive, sess.toApp) // until the client stops or the session ends
 		}()
-	} else {
-		close(beating)
 	}
 	// Shutdown gave up waiting: cut the app at once instead of waiting out
 	// its closing handshake. The function runs when the session's context
@@ -207,7 +206,9 @@ func (sess *Session) serve() {
 		// and wait for those under way.
 		sess.seq.Stop()
 	}
-	<-beating
+	if beating != nil {
+		<-beating
+	}
 	<-cut
 	sess.reportUnsent()
 	sess.app.Close(ws.StatusNormalClosure, "")
