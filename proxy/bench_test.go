@@ -39,7 +39,7 @@ const (
 	rulesAll  = "all"
 )
 
-func benchRules(b *testing.B, set string) protocol.Rules {
+func benchRules(b testing.TB, set string) protocol.Rules {
 	m := func(p string) *rules.Matcher {
 		mm, err := rules.Compile(p)
 		if err != nil {
@@ -73,7 +73,7 @@ func benchRules(b *testing.B, set string) protocol.Rules {
 
 // benchOptions are tether's defaults (the TETHER_* variables unset), with
 // the rule set named.
-func benchOptions(b *testing.B, upstreamURL, rules string) proxy.Options {
+func benchOptions(b testing.TB, upstreamURL, rules string) proxy.Options {
 	codes := func(s string) upstream.CodeSet {
 		cs, err := upstream.ParseCodeSet(s)
 		if err != nil {
