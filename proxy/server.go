@@ -111,8 +111,11 @@ type Server struct {
 	ctx    context.Context // parent of every session; cancelled when Shutdown gives up
 	cancel context.CancelFunc
 	nextID atomic.Uint64
-	rules  ruleSet        // Options.Protocol or Options.Rules, compiled
-	guard  *browser.Guard // Options.AllowedOrigins and AllowedHosts, compiled
+	rules  ruleSet // Options.Protocol or Options.Rules, compiled
+	// upstream is Options.Upstream with the protocol's predicates, which
+	// every session's client shares.
+	upstream *upstream.Shared
+	guard    *browser.Guard // Options.AllowedOrigins and AllowedHosts, compiled
 	// forwardBase is Upstream.URL parsed, with Options.ForwardPath; nil
 	// without: every session dials the URL as configured.
 	forwardBase *url.URL
@@ -169,15 +172,20 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = nopMetrics{}
 	}
+	rules := newRuleSet(opts.Protocol, opts.Rules, opts.Sequences)
+	shared, err := shareUpstream(opts, rules)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: newRuleSet(opts.Protocol, opts.Rules, opts.Sequences), guard: guard,
-		forwardBase: base,
-		sseJSON:     sseJSONUpstream(opts.Upstream),
-		readOnly:    readOnlyUpstream(opts.Upstream),
-		listeners:   map[net.Listener]struct{}{},
-		sessions:    map[*Session]struct{}{},
-		sseTokens:   map[string]*Session{},
+		opts: opts, log: log, ctx: ctx, cancel: cancel, rules: rules, guard: guard,
+		upstream: shared, forwardBase: base,
+		sseJSON:   sseJSONUpstream(opts.Upstream),
+		readOnly:  readOnlyUpstream(opts.Upstream),
+		listeners: map[net.Listener]struct{}{},
+		sessions:  map[*Session]struct{}{},
+		sseTokens: map[string]*Session{},
 
 		drainStarted: make(chan struct{}),
 	}, nil

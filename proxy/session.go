@@ -148,25 +148,30 @@ func (s *Server) newSession(kind ListenerKind) *Session {
 	return sess
 }
 
-// startClient creates and starts the session's upstream client.
-func (sess *Session) startClient() {
-	opts := sess.srv.opts.Upstream
-	if sess.upstreamURL != "" {
-		opts.URL = sess.upstreamURL
-	}
-	opts.LastEventID = sess.upstreamLastEventID
-	opts.Handler = upstreamHandler{sess}
-	opts.Confirm, opts.HeartbeatReply = sess.srv.rules.caps.Confirm, sess.srv.rules.caps.HeartbeatReply
+// shareUpstream is the upstream client options every session shares:
+// Options.Upstream with the protocol's predicates.
+func shareUpstream(opts Options, rules ruleSet) (*upstream.Shared, error) {
+	up := opts.Upstream
+	up.Confirm, up.HeartbeatReply = rules.caps.Confirm, rules.caps.HeartbeatReply
 	// A protocol with a login gets the heartbeat message only after it
 	// (restore.go, fromApp).
-	opts.HeartbeatAfterLogin = sess.srv.opts.Protocol != nil || sess.srv.opts.Rules.AuthMatch != nil
-	opts.Protocols = sess.protocols
-	opts.Account = sess.acct // the queue towards the upstream, and reassembly
-	opts.Logger = sess.log.Named("upstream")
-	opts.Stopped = sess.upstreamStopped
-	c, err := upstream.New(opts)
+	up.HeartbeatAfterLogin = opts.Protocol != nil || opts.Rules.AuthMatch != nil
+	return upstream.Share(up)
+}
+
+// startClient creates and starts the session's upstream client.
+func (sess *Session) startClient() {
+	c, err := sess.srv.upstream.New(upstream.Session{
+		URL:         sess.upstreamURL, // "" for the URL as configured
+		LastEventID: sess.upstreamLastEventID,
+		Protocols:   sess.protocols,
+		Handler:     upstreamHandler{sess},
+		Account:     sess.acct, // the queue towards the upstream, and reassembly
+		Logger:      sess.log.Named("upstream"),
+		Stopped:     sess.upstreamStopped,
+	})
 	if err != nil {
-		// Options are validated at start-up; reaching this is a programming error.
+		// The Handler is set: reaching this is a programming error.
 		panic(err)
 	}
 	sess.client = c

@@ -123,7 +123,8 @@ type DialResult struct {
 // Client keeps one logical upstream stream alive across connections. Create it
 // with New, start it with Start, stop it with Close.
 type Client struct {
-	opts Options
+	opts *Options // shared with other Clients (Shared): read only
+	sess Session
 	log  *zap.Logger
 
 	first chan DialResult // receives the first dial's outcome, once
@@ -154,11 +155,37 @@ type Client struct {
 
 // New checks opts and returns a Client that has not started yet.
 func New(opts Options) (*Client, error) {
+	sh, err := Share(opts)
+	if err != nil {
+		return nil, err
+	}
+	return sh.New(Session{URL: opts.URL, LastEventID: opts.LastEventID, Protocols: opts.Protocols,
+		Handler: opts.Handler, Account: opts.Account, Logger: opts.Logger, Stopped: opts.Stopped})
+}
+
+// Shared is Options checked and completed once for the Clients of many
+// sessions (a proxy's), which point to it instead of each holding a copy
+// (416 bytes of every idle session); what differs between them is their
+// Session. Safe for concurrent use: nothing changes it.
+type Shared struct{ opts Options }
+
+// Session is what a Client of a Shared has of its own: the fields of
+// Options of the same names.
+type Session struct {
+	URL         string // "": the Options' URL
+	LastEventID string
+	Protocols   []string
+	Handler     Handler // required
+	Account     *budget.Account
+	Logger      *zap.Logger
+	Stopped     func(err error)
+}
+
+// Share checks opts for Shared.New. Of the fields Session has, it keeps
+// only URL, the one of a Session that sets none.
+func Share(opts Options) (*Shared, error) {
 	if opts.URL == "" {
 		return nil, errors.New("upstream: URL is required")
-	}
-	if opts.Handler == nil {
-		return nil, errors.New("upstream: Handler is required")
 	}
 	if err := checkKind(opts); err != nil {
 		return nil, err
@@ -172,21 +199,35 @@ func New(opts Options) (*Client, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	log := opts.Logger
+	// A Client reads these from its Session: cleared, so nothing reads a
+	// session's by mistake.
+	opts.LastEventID, opts.Protocols, opts.Handler = "", nil, nil
+	opts.Account, opts.Logger, opts.Stopped = nil, nil, nil
+	return &Shared{opts: opts}, nil
+}
+
+// New returns a Client of sess that has not started yet.
+func (sh *Shared) New(sess Session) (*Client, error) {
+	if sess.Handler == nil {
+		return nil, errors.New("upstream: Handler is required")
+	}
+	if sess.URL == "" {
+		sess.URL = sh.opts.URL
+	}
+	log := sess.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
 	c := &Client{
-		opts:  opts,
+		opts:  &sh.opts,
+		sess:  sess,
 		log:   log,
 		first: make(chan DialResult, 1),
 		done:  make(chan struct{}),
 	}
-	if opts.Kind == KindSSE {
-		c.lastEventID = opts.LastEventID
-	}
-	if opts.Kind == KindSSE {
-		c.http = newHTTPClient(opts)
+	if sh.opts.Kind == KindSSE {
+		c.lastEventID = sess.LastEventID
+		c.http = newHTTPClient(sh.opts)
 	}
 	return c, nil
 }
@@ -250,7 +291,7 @@ func (c *Client) offered() []string {
 	if p := c.pinned.Load(); p != nil {
 		return *p
 	}
-	return c.opts.Protocols
+	return c.sess.Protocols
 }
 
 // Start launches the Client's goroutine. ctx bounds its whole life.
@@ -347,8 +388,8 @@ func aside(f func()) {
 func (c *Client) stopped() {
 	c.closeIdle()
 	c.setState(StateClosed)
-	if c.opts.Stopped != nil {
-		c.opts.Stopped(c.err)
+	if c.sess.Stopped != nil {
+		c.sess.Stopped(c.err)
 	}
 	close(c.done)
 }

@@ -64,7 +64,7 @@ func (c *Client) dialWebSocket(ctx context.Context, gen uint64) (*Conn, error) {
 	if c.opts.Compression == CompressionAuto {
 		d.Extensions = []httphead.Option{deflateOffer}
 	}
-	_, br, hs, err := d.Dial(ctx, c.opts.URL) // the guard wrapping the socket
+	_, br, hs, err := d.Dial(ctx, c.sess.URL) // the guard wrapping the socket
 	switch {
 	case err != nil && status != nil:
 		return nil, status
@@ -100,7 +100,7 @@ func (c *Client) dialWebSocket(ctx context.Context, gen uint64) (*Conn, error) {
 		MaxMessageBytes: c.opts.MaxMessageBytes,
 		QueueBytes:      c.opts.QueueBytes,
 		Deflate:         deflate,
-		Account:         c.opts.Account,
+		Account:         c.sess.Account,
 	})
 	if br != nil {
 		ws.PutReader(br) // wsconn.New has taken its buffered bytes
@@ -145,14 +145,14 @@ func checkURL(raw string, kind Kind) error {
 // URL checked for kind, the request's headers, and the HTTP proxy (nil for
 // a direct connection).
 func (c *Client) dialSetup(kind Kind) (http.Header, *url.URL, error) {
-	if err := checkURL(c.opts.URL, kind); err != nil {
+	if err := checkURL(c.sess.URL, kind); err != nil {
 		return nil, nil, err
 	}
 	header, err := c.requestHeader()
 	if err != nil {
 		return nil, nil, err
 	}
-	proxy, err := proxyFor(c.opts.Proxy, c.opts.URL)
+	proxy, err := proxyFor(c.opts.Proxy, c.sess.URL)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,7 +171,7 @@ func (c *Client) requestHeader() (http.Header, error) {
 	if h.Get("Authorization") != "" {
 		return h, nil
 	}
-	if u, err := url.Parse(c.opts.URL); err == nil && u.User != nil {
+	if u, err := url.Parse(c.sess.URL); err == nil && u.User != nil {
 		if h == nil {
 			h = http.Header{}
 		}

@@ -25,7 +25,7 @@ func Probe(ctx context.Context, opts Options) error {
 	if err := checkKind(opts); err != nil {
 		return err
 	}
-	c := &Client{opts: opts, log: zap.NewNop()}
+	c := &Client{opts: &opts, sess: Session{URL: opts.URL, Protocols: opts.Protocols, Account: opts.Account}, log: zap.NewNop()}
 	if opts.Kind == KindSSE {
 		c.http = newHTTPClient(opts)
 		defer c.closeIdle()

@@ -80,7 +80,7 @@ func (c *Client) startWatch(ctx context.Context, conn *Conn) *connWatch {
 
 func (w *connWatch) restore(ctx context.Context) {
 	defer w.wg.Done()
-	w.restored <- w.c.opts.Handler.Restore(ctx, w.conn)
+	w.restored <- w.c.sess.Handler.Restore(ctx, w.conn)
 }
 
 // endWatch closes the connection, waits for its goroutines and reports the
@@ -101,7 +101,7 @@ func (c *Client) endWatch(ctx context.Context, w *connWatch, err error) error {
 	if w.confirmed {
 		c.lostAt = c.opts.now()
 	}
-	c.opts.Handler.Lost(conn, err)
+	c.sess.Handler.Lost(conn, err)
 	if ctx.Err() == nil {
 		c.opts.Observer.Lost(lossReason(err))
 	}
@@ -215,7 +215,7 @@ func (w *connWatch) read() {
 	defer w.wg.Done()
 	c, conn := w.c, w.conn
 	confirm := c.opts.Confirm
-	flush := flushFunc(c.opts.Handler, conn, &w.progress)
+	flush := flushFunc(c.sess.Handler, conn, &w.progress)
 	for {
 		op, data, err := conn.ws.ReadMessageFlushing(flush)
 		if err != nil {
@@ -231,7 +231,7 @@ func (w *connWatch) read() {
 			confirm = nil
 		}
 		w.progress.Add(1) // busy
-		c.opts.Handler.Message(conn, op, data)
+		c.sess.Handler.Message(conn, op, data)
 		w.progress.Add(1) // one more message handed over, not busy
 	}
 }

@@ -66,7 +66,7 @@ func (c *Client) dialSSE(ctx context.Context, gen uint64) (*Conn, error) {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, c.opts.URL, nil)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, c.sess.URL, nil)
 	if err != nil {
 		cancel()
 		return nil, &badURLError{err: errors.New("cannot build the request")}
@@ -82,7 +82,7 @@ func (c *Client) dialSSE(ctx context.Context, gen uint64) (*Conn, error) {
 		cancel()
 		return nil, err
 	}
-	return &Conn{gen: gen, ws: newSSEConn(resp.Body, cancel, c.opts, c.lastEventID)}, nil
+	return &Conn{gen: gen, ws: newSSEConn(resp.Body, cancel, *c.opts, c.lastEventID)}, nil
 }
 
 // streamHeader is an event stream request's header: what EventSource sends
