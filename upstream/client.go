@@ -367,6 +367,12 @@ func (c *Client) run(ctx context.Context) {
 			continue
 		}
 		err := w.watch(ctx)
+		if ctx.Err() != nil {
+			// Stopping: this goroutine ends right after, and its stack
+			// with it, so the loss needs no goroutine of its own.
+			c.lost(ctx, w, err)
+			return
+		}
 		aside(func() { more = c.lost(ctx, w, err) })
 		if !more {
 			return
