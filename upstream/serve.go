@@ -175,8 +175,11 @@ func (w *connWatch) resume(ctx context.Context) {
 		}
 		p := readerProgress(w.progress.Load())
 		wp := w.writeProgress()
+		// The probe's time is taken before it goes out: an answer read
+		// before a clock taken after it would not count.
+		now := time.Now()
 		w.c.probe(ctx, w.conn)
-		w.hbTimer.reset(w.hb.resumed(time.Now(), p, wp))
+		w.hbTimer.reset(w.hb.resumed(now, p, wp))
 	})
 }
 
