@@ -11,6 +11,7 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/budget"
 	"github.com/tetherproxy/tether/internal/sse"
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
@@ -54,9 +55,31 @@ func newSSEConn(body io.ReadCloser, cancel context.CancelFunc, opts Options, las
 		cancel: cancel,
 		body:   body,
 		in:     in,
-		r:      sse.NewReader(in, sse.Options{MaxEventSize: eventLimit(opts.MaxMessageBytes), LastEventID: lastEventID}),
+		r: sse.NewReader(in, sse.Options{
+			MaxEventSize: eventLimit(opts.MaxMessageBytes),
+			LastEventID:  lastEventID,
+			Held:         eventHeld(opts.Account),
+		}),
 		format: opts.SSEFormat,
 		done:   make(chan struct{}),
+	}
+}
+
+// eventHeld counts the event being parsed on the session's account, as a
+// WebSocket connection counts the message it reassembles (docs/design.md
+// "Memory"): from its first byte until it is dispatched, never waiting, since
+// only reading on frees it. The parser gives everything back once it stops,
+// which it does when the connection ends (Abort ends its read).
+func eventHeld(a *budget.Account) func(int64) {
+	if a == nil {
+		return nil
+	}
+	return func(d int64) {
+		if d > 0 {
+			a.Reserve(d)
+		} else {
+			a.Release(-d)
+		}
 	}
 }
 
