@@ -116,8 +116,11 @@ func (c *Client) watch(ctx context.Context, conn *Conn, sig connSignals, progres
 				p := readerProgress(progress.Load())
 				var w writeProgress
 				w.acked, w.backlog, w.ok = conn.ws.WriteProgress()
+				// The probe's time is taken before it goes out: an answer
+				// read before a clock taken after it would not count.
+				now := time.Now()
 				c.probe(ctx, conn)
-				hbTimer.reset(hb.resumed(time.Now(), p, w))
+				hbTimer.reset(hb.resumed(now, p, w))
 			}
 		case <-hbTimer.c():
 			// Progress first: a message handed over between the two loads
