@@ -10,10 +10,19 @@ import (
 
 // Append encodes one message as a single frame at the end of b, for this
 // Conn (masked or not as its frames are). p is copied, so the caller may
-// reuse it at once. It never compresses (the app side, which batches, has no
-// extension; permessage-deflate allows uncompressed messages anyway).
+// reuse it at once. It compresses what Send would (Deflate.Compress), on
+// the caller's goroutine, so a message is encoded the same whichever way
+// it is queued; the batch then counts its compressed size.
 func (c *Conn) Append(b *sendq.Batch, op ws.OpCode, p []byte) {
 	w := b.Add()
+	if c.compresses(len(p)) && (op == ws.OpText || op == ws.OpBinary) {
+		if z := compress(p); z != nil {
+			w.B = c.appendFrame(w.B, op, rsv1, z.b)
+			w.Count += int64(len(z.b))
+			z.release()
+			return
+		}
+	}
 	w.B = c.appendFrame(w.B, op, 0, p)
 	w.Count += int64(len(p))
 }
