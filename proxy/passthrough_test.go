@@ -120,3 +120,57 @@ func awaitLive(t *testing.T, srv *proxy.Server) {
 		return len(st.Sessions) == 1 && st.Sessions[0].Live
 	})
 }
+
+// Upstream to app, through a real proxy: the app reads the upstream's
+// frames byte for byte, and with sequencing on, which reads every message
+// (TETHER_SEQ_PATH), a repeated number is still dropped and the rest
+// arrive in order.
+func TestAppReadsTheUpstreamsFrames(t *testing.T) {
+	for _, set := range []string{rulesNone, rulesSeq} {
+		t.Run("rules="+set, func(t *testing.T) {
+			p := newBenchPath(t, set)
+			deadline := time.Now().Add(testTimeout)
+			_ = p.app.SetDeadline(deadline)
+			_ = p.upstream.SetDeadline(deadline)
+			seqs := []int{1, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10}
+			var sent [][]byte
+			for i, n := range seqs {
+				msg, at := benchMessage(64 + i*200)
+				putSeq(msg[at:at+16], seqBase+uint64(n))
+				var b bytes.Buffer
+				if err := ws.WriteFrame(&b, ws.NewTextFrame(msg)); err != nil {
+					t.Fatal(err)
+				}
+				sent = append(sent, b.Bytes())
+			}
+			// Four one by one, each read before the next is sent; the rest
+			// in one write.
+			want := func(i int) []byte {
+				if set == rulesSeq && i >= 4 {
+					return sent[i+1] // the repeated 4 is dropped
+				}
+				return sent[i]
+			}
+			for i := range 4 {
+				if _, err := p.upstream.Write(sent[i]); err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := readRawFrame(t, p.appR); !bytes.Equal(got, want(i)) {
+					t.Fatalf("message %d: the app read other bytes than the upstream sent", i)
+				}
+			}
+			if _, err := p.upstream.Write(bytes.Join(sent[4:], nil)); err != nil {
+				t.Fatal(err)
+			}
+			n := len(sent)
+			if set == rulesSeq {
+				n--
+			}
+			for i := 4; i < n; i++ {
+				if got, _ := readRawFrame(t, p.appR); !bytes.Equal(got, want(i)) {
+					t.Fatalf("message %d: the app read other bytes than the upstream sent", i)
+				}
+			}
+		})
+	}
+}
