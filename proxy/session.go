@@ -359,13 +359,15 @@ func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 // route sends or queues m, after what the reader batched (upbatch.go).
 func (sess *Session) route(m *appMessage) {
 	sess.flushUp()
-	op, data := m.op, m.data
-	for {
-		live := sess.enqueueUnlessLive(m)
-		if live == nil {
-			return
-		}
-		err := live.Send(sess.ctx, op, data)
+	sess.sendOn(sess.enqueueUnlessLive(m), m)
+}
+
+// sendOn sends m on live, the connection enqueueUnlessLive chose for it
+// (nil: it queued or dropped m), and routes m again while the connection
+// it tried is closing.
+func (sess *Session) sendOn(live *upstream.Conn, m *appMessage) {
+	for live != nil {
+		err := live.Send(sess.ctx, m.op, m.data)
 		if err == nil && m.class.Kind == protocol.AppLogin {
 			live.LoggedIn() // queued behind the login: the heartbeat message may follow
 		}
@@ -385,6 +387,7 @@ func (sess *Session) route(m *appMessage) {
 		if sess.srv.rules.answersKeepalive(m) {
 			return // recorded on live: its loss answers it (Lost)
 		}
+		live = sess.enqueueUnlessLive(m)
 	}
 }
 

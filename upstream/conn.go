@@ -76,7 +76,7 @@ type transport interface {
 	// into a batch SendBatch queues (wsconn.Conn's).
 	Append(b *sendq.Batch, op ws.OpCode, p []byte)
 	AppendFrame(b *sendq.Batch, frame []byte) bool
-	SendBatch(ctx context.Context, b *sendq.Batch) (int, error)
+	QueueBatch(ctx context.Context, b *sendq.Batch) error
 	// Ping probes a quiet connection; any inbound bytes answer it.
 	Ping(p []byte) error
 	// Close ends the connection politely, Abort at once; Done is closed
@@ -182,11 +182,11 @@ func (c *Conn) Append(b *sendq.Batch, op ws.OpCode, data []byte) { c.ws.Append(b
 // frame is the connection's after the call (it may be unmasked in place).
 func (c *Conn) AppendFrame(b *sendq.Batch, frame []byte) bool { return c.ws.AppendFrame(b, frame) }
 
-// SendBatch queues what b holds, and empties b, blocking as Send does. It
-// returns how many messages it queued: all of b's, or none with the error
-// (the connection is lost, or ctx ended), the messages then dropped as a
-// lost connection's unwritten queue is. On an SSE upstream it returns
-// ErrReadOnly.
-func (c *Conn) SendBatch(ctx context.Context, b *sendq.Batch) (int, error) {
-	return c.ws.SendBatch(ctx, b)
+// SendBatch queues what b holds, and empties b, blocking as Send does.
+// With an error (the connection is lost, or ctx ended) it queued none of
+// b's messages, and b still holds them: the caller takes them back
+// (wsconn.NextFrame, wsconn.FrameMessage) or drops them. On an SSE upstream
+// it returns ErrReadOnly.
+func (c *Conn) SendBatch(ctx context.Context, b *sendq.Batch) error {
+	return c.ws.QueueBatch(ctx, b)
 }

@@ -122,7 +122,7 @@ func (c *sseConn) Send(context.Context, ws.OpCode, []byte) error { return ErrRea
 // Frame is nil: an event is no WebSocket frame.
 func (c *sseConn) Frame() []byte { return nil }
 
-// Append and AppendFrame count a message SendBatch then refuses: nothing
+// Append and AppendFrame count a message QueueBatch then refuses: nothing
 // is sent on an SSE upstream.
 func (c *sseConn) Append(b *sendq.Batch, _ ws.OpCode, _ []byte) { b.Add() }
 
@@ -131,13 +131,8 @@ func (c *sseConn) AppendFrame(b *sendq.Batch, _ []byte) bool {
 	return false
 }
 
-// SendBatch drops what b holds and returns ErrReadOnly.
-func (c *sseConn) SendBatch(_ context.Context, b *sendq.Batch) (int, error) {
-	if w, _ := b.Take(); w != nil {
-		sendq.PutBuf(w)
-	}
-	return 0, ErrReadOnly
-}
+// QueueBatch returns ErrReadOnly, leaving b as it is.
+func (c *sseConn) QueueBatch(context.Context, *sendq.Batch) error { return ErrReadOnly }
 
 // Ping does nothing: SSE has no probe. The heartbeat's timeout then
 // declares a stream dead after PingInterval + PingTimeout of silence.

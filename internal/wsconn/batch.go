@@ -48,6 +48,26 @@ func (c *Conn) SendBatch(ctx context.Context, b *sendq.Batch) (int, error) {
 	return msgs, nil
 }
 
+// QueueBatch is SendBatch for a caller that keeps what could not be
+// queued: it queues all of b's messages and empties b, or, with the error,
+// none, b still holding them for the caller to send elsewhere or drop. The
+// upstream side uses it: app messages a lost connection refused go to the
+// session's outbox instead.
+func (c *Conn) QueueBatch(ctx context.Context, b *sendq.Batch) error {
+	n := b.Bytes()
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := c.q.Reserve(ctx, n); err != nil {
+		return err
+	}
+	w, _ := b.Take()
+	c.queueLocked(w)
+	c.q.AddLocked(n)
+	c.mu.Unlock()
+	return nil
+}
+
 // queueLocked adds the frames of w at the end of the queue: copied into the
 // last segment when they fit in it, so a trickle of small batches is still
 // written in large writes, or as a segment of their own. c.mu is held.

@@ -74,6 +74,18 @@ func FrameMessage(frame []byte) (ws.OpCode, []byte) {
 	return h.OpCode, p
 }
 
+// NextFrame splits the first frame off b, a run of whole frames encoded by
+// Append or AppendFrame (a sendq.Buf's bytes), for a caller that takes back
+// messages a Conn did not queue (QueueBatch).
+func NextFrame(b []byte) (frame, rest []byte) {
+	h, n, ok := peekHeader(b)
+	if !ok || h.Length > int64(len(b)-n) {
+		panic("wsconn: NextFrame of something else than whole frames")
+	}
+	end := n + int(h.Length)
+	return b[:end], b[end:]
+}
+
 // frameHeader parses the header of frame, which Frame returned: a whole
 // frame, checked as it was read.
 func frameHeader(frame []byte) (ws.Header, int) {

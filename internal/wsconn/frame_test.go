@@ -3,6 +3,7 @@ package wsconn_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -149,5 +150,42 @@ func TestAppendFrameEncodesAgain(t *testing.T) {
 				t.Fatalf("payload %q, want %q", f.payload, payload)
 			}
 		})
+	}
+}
+
+// QueueBatch queues a batch whole, or with the error leaves it to the
+// caller, whose frames NextFrame and FrameMessage give back as the
+// messages they were.
+func TestQueueBatchKeepsWhatItRefused(t *testing.T) {
+	up, upPeer := clientSide(t, wsconn.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var b sendq.Batch
+	up.Append(&b, ws.OpText, []byte("one"))
+	if err := up.QueueBatch(ctx, &b); err != nil || b.Len() != 0 {
+		t.Fatalf("QueueBatch: %v, %d messages left", err, b.Len())
+	}
+	if f := mustReadFrame(t, upPeer, true); string(f.payload) != "one" {
+		t.Fatalf("upstream read %q", f.payload)
+	}
+	up.Abort()
+	msgs := []string{"two", "three", "four"}
+	up.Append(&b, ws.OpText, []byte(msgs[0]))
+	up.AppendFrame(&b, encode(t, clientFrame(ws.OpBinary, true, []byte(msgs[1]))))
+	up.Append(&b, ws.OpText, []byte(msgs[2]))
+	if err := up.QueueBatch(ctx, &b); !errors.Is(err, wsconn.ErrClosed) || b.Len() != 3 {
+		t.Fatalf("QueueBatch after Abort: %v, %d messages left; want ErrClosed and all 3", err, b.Len())
+	}
+	w, _ := b.Take()
+	defer sendq.PutBuf(w)
+	var got []string
+	for rest := w.B; len(rest) > 0; {
+		var f []byte
+		f, rest = wsconn.NextFrame(rest)
+		_, p := wsconn.FrameMessage(f)
+		got = append(got, string(p))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(msgs) {
+		t.Fatalf("took back %q, want %q", got, msgs)
 	}
 }
