@@ -49,11 +49,12 @@ func (sess *Session) fromAppWhole(op ws.OpCode, data []byte) {
 	}
 	m := &appMessage{op: op, data: data}
 	if rs := &sess.srv.rules; rs.caps.ReadsApp {
-		m.class = rs.proto.App(data)
-	}
-	if m.class != (protocol.App{}) {
-		sess.route(m)
-		return
+		// Compared only when the protocol read it: the comparison of
+		// its strings showed in the profile of every message.
+		if m.class = rs.proto.App(data); m.class != (protocol.App{}) {
+			sess.route(m)
+			return
+		}
 	}
 	// Decided under the lock that decides whether a connection is live,
 	// like every other message: queued in the outbox when none is.
