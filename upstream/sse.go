@@ -12,6 +12,7 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/sendq"
 	"github.com/tetherproxy/tether/internal/sse"
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
@@ -140,6 +141,21 @@ func (c *sseConn) ReadMessageFlushing(flush func()) (ws.OpCode, []byte, error) {
 
 // Send refuses: an event stream has no way back to the server.
 func (c *sseConn) Send(context.Context, ws.OpCode, []byte) error { return ErrReadOnly }
+
+// Frame is nil: an event is no WebSocket frame.
+func (c *sseConn) Frame() []byte { return nil }
+
+// Append and AppendFrame count a message QueueBatch then refuses: nothing
+// is sent on an SSE upstream.
+func (c *sseConn) Append(b *sendq.Batch, _ ws.OpCode, _ []byte) { b.Add() }
+
+func (c *sseConn) AppendFrame(b *sendq.Batch, _ []byte) bool {
+	b.Add()
+	return false
+}
+
+// QueueBatch returns ErrReadOnly, leaving b as it is.
+func (c *sseConn) QueueBatch(context.Context, *sendq.Batch) error { return ErrReadOnly }
 
 // Ping does nothing: SSE has no probe. The heartbeat's timeout then
 // declares a stream dead after PingInterval + PingTimeout of silence.
