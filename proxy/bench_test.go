@@ -120,6 +120,7 @@ func benchOptions(b testing.TB, upstreamURL, rules string) proxy.Options {
 // benchPath is one session: the raw app and the raw upstream connection
 // tether opened for it.
 type benchPath struct {
+	srv      *proxy.Server
 	app      net.Conn
 	appR     *bufio.Reader
 	upstream net.Conn
@@ -128,7 +129,7 @@ type benchPath struct {
 
 // newBenchPath starts a proxy.Server and one session through it. Cleanup cuts
 // both raw ends and shuts the server down.
-func newBenchPath(b *testing.B, rules string) *benchPath {
+func newBenchPath(b testing.TB, rules string) *benchPath {
 	b.Helper()
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,7 +161,7 @@ func newBenchPath(b *testing.B, rules string) *benchPath {
 	app, br, _, dialErr := ws.Dialer{}.Dial(ctx, "ws://"+ln.Addr().String()+"/")
 	_ = upLn.Close() // one session: unblocks Accept if the dial never came
 	up := <-accepted
-	p := &benchPath{app: app, upstream: up}
+	p := &benchPath{srv: srv, app: app, upstream: up}
 	b.Cleanup(func() {
 		for _, c := range []net.Conn{app, up} {
 			if c != nil {

@@ -47,7 +47,7 @@ func (h upstreamHandler) split(c *upstream.Conn, op ws.OpCode, data []byte) {
 	}
 	msgs, err := sess.upFramer.Split(op, data)
 	for _, m := range msgs {
-		h.message(c, op, m)
+		h.message(c, op, m, nil)
 	}
 	if err != nil {
 		sess.upFramer = nil

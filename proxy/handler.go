@@ -21,20 +21,25 @@ type upstreamHandler struct{ sess *Session }
 // blocks while the app's write queue is full: that is the back-pressure on
 // upstream reads. A protocol that reads no upstream message does not see it;
 // one that frames its messages has each passed on alone (framing.go).
+//
+// A message forwarded unchanged, and not sequenced, goes to the app in the
+// frame it arrived in (upstream.Conn.Frame), header included: the app
+// reads the bytes the upstream wrote.
 func (h upstreamHandler) Message(c *upstream.Conn, op ws.OpCode, data []byte) {
 	if h.sess.srv.rules.caps.Framing != nil {
 		h.split(c, op, data)
 		return
 	}
-	h.message(c, op, data)
+	h.message(c, op, data, c.Frame())
 }
 
-// message is Message for one protocol message.
-func (h upstreamHandler) message(c *upstream.Conn, op ws.OpCode, data []byte) {
+// message is Message for one protocol message; frame is the frame data
+// arrived in, nil when it is not the whole of one.
+func (h upstreamHandler) message(c *upstream.Conn, op ws.OpCode, data, frame []byte) {
 	sess := h.sess
 	rs := &sess.srv.rules
 	if !rs.caps.ReadsUpstream {
-		sess.forward(op, data, c.EventID())
+		sess.forward(op, data, frame, c.EventID())
 		return
 	}
 	u := rs.proto.Upstream(data)
@@ -59,10 +64,10 @@ func (h upstreamHandler) message(c *upstream.Conn, op ws.OpCode, data []byte) {
 		u.Seq.EventID = c.EventID()
 		sess.sequenced(c.Gen(), op, data, hidden, u.Seq)
 	case !hidden:
-		sess.forward(op, data, c.EventID())
+		sess.forward(op, data, frame, c.EventID())
 	}
 	for _, m := range ans.Messages {
-		h.message(c, op, m)
+		h.message(c, op, m, nil)
 	}
 	for _, m := range ans.Upstream {
 		if err := c.Send(sess.ctx, op, m); err != nil {
@@ -89,12 +94,17 @@ func (sess *Session) answer(c *upstream.Conn, data []byte, r *protocol.Replied) 
 	return a
 }
 
-// forward passes a message on to the app as it is; id is the SSE
-// upstream's id for it, "" for none (sendID).
-func (sess *Session) forward(op ws.OpCode, data []byte, id string) {
-	if sess.waitApp() {
-		sess.sendID(op, data, id)
+// forward passes a message on to the app as it is, in frame when that is
+// not nil; id is the SSE upstream's id for it, "" for none (sendID).
+func (sess *Session) forward(op ws.OpCode, data, frame []byte, id string) {
+	if !sess.waitApp() {
+		return
 	}
+	if frame != nil && id == "" {
+		sess.sendFrame(frame)
+		return
+	}
+	sess.sendID(op, data, id)
 }
 
 // hidden applies what the protocol read in an upstream message from c to
@@ -196,6 +206,16 @@ func (sess *Session) sendID(op ws.OpCode, p []byte, id string) bool {
 	} else {
 		sess.app.Append(&o.b, op, p)
 	}
+	if o.b.Bytes() >= outBatchBytes {
+		return sess.flushOut()
+	}
+	return true
+}
+
+// sendFrame is sendID for a message passed on in the frame it arrived in.
+func (sess *Session) sendFrame(frame []byte) bool {
+	o := &sess.out
+	sess.app.AppendFrame(&o.b, frame)
 	if o.b.Bytes() >= outBatchBytes {
 		return sess.flushOut()
 	}

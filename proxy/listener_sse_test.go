@@ -139,6 +139,7 @@ func TestSSEAppReconnectResumes(t *testing.T) {
 // the new session's events. The app knows it missed something.
 func TestSSELingerExpires(t *testing.T) {
 	const linger = 200 * time.Millisecond
+	probe := startLatenessProbe(t)
 	up := newUpstream(t, upstreamConfig{})
 	e := newSSETether(t, up.srv.URL(), func(o *proxy.Options) { o.SSELinger = linger })
 	es := openEventSource(t, e.url)
@@ -150,7 +151,7 @@ func TestSSELingerExpires(t *testing.T) {
 	left := time.Now()
 	es.drop()
 	expectUpstreamClosedWith(t, c, ws.StatusNormalClosure)
-	within(t, "session end after the app left", time.Since(left), linger, linger+slack)
+	withinLate(t, probe, "session end after the app left", time.Since(left), linger, linger+slack)
 	e.expectSessions(t, 0)
 
 	es.connect(t)
@@ -659,6 +660,7 @@ func TestSSESlowAppBackPressure(t *testing.T) {
 // after HandshakeTimeout, as on a WebSocket listener (slowloris).
 func TestSSESlowRequestCutOff(t *testing.T) {
 	const timeout = 300 * time.Millisecond
+	probe := startLatenessProbe(t)
 	up := newUpstream(t, upstreamConfig{})
 	e := newSSETether(t, up.srv.URL(), func(o *proxy.Options) { o.HandshakeTimeout = timeout })
 	for _, sent := range []string{"", "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n"} {
@@ -672,7 +674,7 @@ func TestSSESlowRequestCutOff(t *testing.T) {
 		}
 		_ = nc.SetReadDeadline(time.Now().Add(testTimeout))
 		_, _ = io.Copy(io.Discard, nc) // until tether closes it
-		within(t, "connection cut", time.Since(start), timeout, timeout+slack)
+		withinLate(t, probe, "connection cut", time.Since(start), timeout, timeout+slack)
 		_ = nc.Close()
 	}
 	if n := up.srv.Handshakes(); n != 0 {

@@ -214,6 +214,14 @@ func (f *resumeFeed) publish(every time.Duration) {
 	}
 }
 
+// number publishes n events at once, as the publisher would; with no live
+// connection (after take) they are only kept.
+func (f *resumeFeed) number(n int) {
+	for range n {
+		f.publishOne()
+	}
+}
+
 func (f *resumeFeed) publishOne() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -110,9 +110,14 @@ func TestResumeSnapshotWhenBufferTooSmall(t *testing.T) {
 	a.sendText(t, sub("a"))
 	var v seqView
 	v.until(t, a, 20)
-	// A restart keeps the upstream away for at least the restart floor,
-	// 300 events at one per millisecond, far more than 20.
-	faultRestart.apply(t, feed)
+	// A restart, and before it the feed numbers twice the events it keeps:
+	// the resume comes on a connection made after the 1012, so it cannot
+	// reach back. Counting on the restart floor instead (300 ms, "300
+	// events at one per millisecond") failed under load: the publisher's
+	// ticker fires late and drops ticks, and fewer than 20 events came.
+	c, _ := feed.take(t)
+	feed.number(2 * 20)
+	_ = c.CloseWith(1012, "service restart")
 	r := feed.nextResume(t)
 	if !r.resync {
 		t.Fatalf("resume after %d answered with a replay; the buffer of 20 should not reach back", r.after)

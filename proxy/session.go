@@ -50,6 +50,9 @@ type Session struct {
 	// out holds upstream messages on their way to the app (handler.go):
 	// the upstream reader's, or the holder's of seq's delivery turn.
 	out appOut
+	// up holds app messages on their way to the live connection
+	// (upbatch.go): the app reader's.
+	up upOut
 
 	mu     sync.Mutex
 	live   *upstream.Conn  // restored connection taking direct sends; nil while down
@@ -96,10 +99,19 @@ type Session struct {
 // event). Send queues one message on its own, for what tether writes on
 // its own behalf outside the delivery turn (keepalive.go); it copies p and
 // blocks as SendBatch does.
+//
+// A WebSocket app passes whole frames on as they arrived (wsconn.Conn's
+// Frame and AppendFrame): the reader gets the frame of the message it just
+// read with Frame (nil when there is none, and always for the others), and
+// AppendFrame adds an upstream frame to a batch, as it is on a WebSocket
+// app, as the message it carries on the others. ReadMessageFlushing is
+// ReadMessage for a reader that batches what it reads (upbatch.go).
 type appConn interface {
-	ReadMessage() (ws.OpCode, []byte, error)
+	ReadMessageFlushing(flush func()) (ws.OpCode, []byte, error)
+	Frame() []byte
 	Send(ctx context.Context, op ws.OpCode, p []byte) error
 	Append(b *sendq.Batch, op ws.OpCode, p []byte)
+	AppendFrame(b *sendq.Batch, frame []byte) bool
 	SendBatch(ctx context.Context, b *sendq.Batch) (int, error)
 	Close(code ws.StatusCode, reason string)
 	Abort()
@@ -277,16 +289,19 @@ func (sess *Session) readApp() {
 	if split := sess.srv.rules.caps.Framing; split != nil {
 		fr = split()
 	}
+	flush := sess.flushUp // bound once: a method value per read would allocate
 	for {
-		op, data, err := sess.app.ReadMessage()
+		op, data, err := sess.app.ReadMessageFlushing(flush)
 		if err != nil {
+			sess.flushUp()
 			sess.logAppEnd(err)
 			return
 		}
 		sess.srv.countMessage(sess.kind, labels.DirectionAppToUpstream)
 		if fr == nil {
-			sess.fromApp(op, data)
+			sess.fromAppWhole(op, data)
 		} else if !sess.fromAppSplit(fr, op, data) {
+			sess.flushUp()
 			return
 		}
 	}
@@ -344,12 +359,21 @@ func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 	if rs := &sess.srv.rules; rs.caps.ReadsApp {
 		m.class = rs.proto.App(data)
 	}
-	for {
-		live := sess.enqueueUnlessLive(m)
-		if live == nil {
-			return
-		}
-		err := live.Send(sess.ctx, op, data)
+	sess.route(m)
+}
+
+// route sends or queues m, after what the reader batched (upbatch.go).
+func (sess *Session) route(m *appMessage) {
+	sess.flushUp()
+	sess.sendOn(sess.enqueueUnlessLive(m), m)
+}
+
+// sendOn sends m on live, the connection enqueueUnlessLive chose for it
+// (nil: it queued or dropped m), and routes m again while the connection
+// it tried is closing.
+func (sess *Session) sendOn(live *upstream.Conn, m *appMessage) {
+	for live != nil {
+		err := live.Send(sess.ctx, m.op, m.data)
 		if err == nil && m.class.Kind == protocol.AppLogin {
 			live.LoggedIn() // queued behind the login: the heartbeat message may follow
 		}
@@ -369,6 +393,7 @@ func (sess *Session) fromApp(op ws.OpCode, data []byte) {
 		if sess.srv.rules.answersKeepalive(m) {
 			return // recorded on live: its loss answers it (Lost)
 		}
+		live = sess.enqueueUnlessLive(m)
 	}
 }
 

@@ -41,10 +41,11 @@ type survival struct {
 	kill     func(fp *upstreamtest.FaultProxy, c *upstreamtest.Conn) error
 	// afterLoss runs once tether has declared the connection lost.
 	afterLoss func(fp *upstreamtest.FaultProxy)
-	// check asserts the timing of detection (lost) and reconnection (the next
-	// handshake), both measured from the kill, as is the end of afterLoss
-	// (lifted; 0 without one).
-	check func(t *testing.T, lost, lifted, reconnect time.Duration)
+	// check asserts the timing of detection (lost) and of the next dial
+	// (redial, when tether started it), both measured from the kill, as is
+	// the end of afterLoss (lifted; 0 without one). runSurvival checks that
+	// the dial reached the server within TETHER_DIAL_TIMEOUT.
+	check func(t *testing.T, lost, lifted, redial time.Duration)
 }
 
 // The central scenario (STYLE.md "Tests"): the upstream streams numbered
@@ -62,10 +63,10 @@ func survivals() []survival {
 		{
 			name: "server resets TCP",
 			kill: func(_ *upstreamtest.FaultProxy, c *upstreamtest.Conn) error { return c.Reset() },
-			check: func(t *testing.T, lost, _, reconnect time.Duration) {
+			check: func(t *testing.T, lost, _, redial time.Duration) {
 				// A reset is seen on the socket: no heartbeat needed.
 				checkSeenOnSocket(t, lost)
-				within(t, "reconnected", reconnect, lost, lost+backoffCap+slack)
+				within(t, "redialed", redial, lost, lost+backoffCap+slack)
 			},
 		},
 		{
@@ -75,9 +76,9 @@ func survivals() []survival {
 				fp.ResetAll()
 				return nil
 			},
-			check: func(t *testing.T, lost, _, reconnect time.Duration) {
+			check: func(t *testing.T, lost, _, redial time.Duration) {
 				checkSeenOnSocket(t, lost)
-				within(t, "reconnected", reconnect, lost, lost+backoffCap+slack)
+				within(t, "redialed", redial, lost, lost+backoffCap+slack)
 			},
 		},
 		{
@@ -86,8 +87,8 @@ func survivals() []survival {
 			kill: func(_ *upstreamtest.FaultProxy, c *upstreamtest.Conn) error {
 				return c.CloseWith(1001, "going away")
 			},
-			check: func(t *testing.T, lost, _, reconnect time.Duration) {
-				within(t, "reconnected", reconnect, lost, lost+backoffCap+slack)
+			check: func(t *testing.T, lost, _, redial time.Duration) {
+				within(t, "redialed", redial, lost, lost+backoffCap+slack)
 			},
 		},
 		{
@@ -96,10 +97,10 @@ func survivals() []survival {
 			kill: func(_ *upstreamtest.FaultProxy, c *upstreamtest.Conn) error {
 				return c.CloseWith(1012, "restarting")
 			},
-			check: func(t *testing.T, lost, _, reconnect time.Duration) {
+			check: func(t *testing.T, lost, _, redial time.Duration) {
 				// docs/design.md "Floors": at least RestartFloor after the
 				// loss, plus jitter.
-				within(t, "reconnected", reconnect, lost+restartFloor, lost+restartFloor+backoffCap+slack)
+				within(t, "redialed", redial, lost+restartFloor, lost+restartFloor+backoffCap+slack)
 			},
 		},
 		{
@@ -135,12 +136,13 @@ func survivals() []survival {
 // the verdict, and the loss is reported once the connection's goroutines
 // are gone. The upper bound therefore allows one more heartbeat cycle, still
 // far from anything but the heartbeat finding the connection (TCP would take
-// minutes). The reconnection follows the loss, or the lifting of the fault
-// when the test lifts it later (a blackhole holds the next dial too).
-func checkHeartbeat(t *testing.T, lost, lifted, reconnect time.Duration) {
+// minutes). The next dial follows the loss within the backoff, whether or
+// not the test has lifted the fault yet (a blackhole holds that dial's
+// bytes until it does, which runSurvival allows for).
+func checkHeartbeat(t *testing.T, lost, _, redial time.Duration) {
 	t.Helper()
 	within(t, "half-open connection detected", lost, pingTimeout, 2*(pingInterval+pingTimeout)+slack)
-	within(t, "reconnected", reconnect, lost, max(lost, lifted)+backoffCap+slack)
+	within(t, "redialed", redial, lost, lost+backoffCap+slack)
 }
 
 // checkSeenOnSocket: a loss the socket reports (a reset) is reported
@@ -191,6 +193,9 @@ func runSurvival(t *testing.T, s survival) {
 		s.afterLoss(fp)
 		lifted = time.Since(killedAt)
 	}
+	// The recorder stamps each state as the client enters it: this is when
+	// the next dial started, even if it started before the fault was lifted.
+	redial := e.states.await(t, upstream.StateConnecting).Sub(killedAt)
 
 	// While upstream is down the app keeps talking; its messages wait.
 	for i := range 3 {
@@ -198,6 +203,14 @@ func runSurvival(t *testing.T, s survival) {
 	}
 	c2 := up.nextConn(t)
 	reconnect := up.handshake(t, 2).at.Sub(killedAt)
+	// The handshake is bounded by the dial's own timeout, from its start
+	// or from the lifting of a blackhole that held it. It is not bounded by
+	// the backoff: its TCP connect alone takes TCP's initial retransmission
+	// timeout (1 s, RFC 6298 section 2) when the first SYN goes unanswered,
+	// as it now and then does on this loopback under load (a blackhole
+	// test once redialed 19 ms after the loss and reached the server 964
+	// ms later).
+	within(t, "reconnected", reconnect, redial, max(redial, lifted)+dialTimeout+slack)
 	for i := range 3 {
 		up.expectFromApp(t, c2.N(), ws.OpText, fmt.Sprintf("during %d", i))
 	}
@@ -207,8 +220,8 @@ func runSurvival(t *testing.T, s survival) {
 	startFeed(t, c2, resumedBurst)
 	check.takeUntil(t, a, c2.N(), resumedBurst)
 	sent, got := f1.count(t), check.got[c1.N()]
-	t.Logf("killed connection: %d sent, %d reached the app; lost after %v, fault lifted after %v, reconnected after %v",
-		sent, got, lost, lifted, reconnect)
+	t.Logf("killed connection: %d sent, %d reached the app; lost after %v, fault lifted after %v, redialed after %v, reconnected after %v",
+		sent, got, lost, lifted, redial, reconnect)
 	if got > sent || (s.lossless && got != sent) {
 		t.Errorf("app got %d messages from the killed connection, which sent %d", got, sent)
 	}
@@ -218,7 +231,7 @@ func runSurvival(t *testing.T, s survival) {
 	a.ping(t, "still connected")
 	a.expectOpen(t)
 	checkOneLoss(t, e, s.heartbeat)
-	s.check(t, lost, lifted, reconnect)
+	s.check(t, lost, lifted, redial)
 }
 
 // checkOneLoss fails unless the session's upstream lost exactly one

@@ -1,9 +1,12 @@
 package upstream_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,5 +162,71 @@ func TestReassemblyCounts(t *testing.T) {
 	if got := recv(t, held, "the whole message"); got != 0 {
 		t.Fatalf("the account holds %d bytes while the Handler has the message, want 0", got)
 	}
+	c.Close()
+}
+
+// TestSSEEventCounts: an SSE event a server sends slowly counts on the
+// account while it is parsed, a line spanning reads and data lines before
+// their blank line alike, and no longer once the Handler has it; a stream
+// cut in the middle of an event gives its bytes back. The server is a raw
+// socket, to send the event in pieces and to reset the connection.
+func TestSSEEventCounts(t *testing.T) {
+	const big, cut = 100 << 10, 50 << 10
+	b := newBudget(t, 4<<20, 16<<10)
+	acct := b.Open()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan *net.TCPConn, 4)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				close(conns)
+				return
+			}
+			conns <- nc.(*net.TCPConn)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for nc := range conns {
+			_ = nc.Close()
+		}
+	})
+	held := make(chan int64, 1)
+	h := newHandler()
+	h.message = func(_ *upstream.Conn, _ ws.OpCode, data []byte) { held <- acct.Held() }
+	opts := sseOptions(t, "http://"+ln.Addr().String()+"/events", h)
+	opts.Account = acct
+	c := startClient(t, opts)
+
+	nc := recv(t, conns, "the client's request")
+	// The request is read to its end before the answer, as a server does.
+	if _, err := http.ReadRequest(bufio.NewReader(nc)); err != nil {
+		t.Fatal(err)
+	}
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(nc, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n")
+	line := "data: " + strings.Repeat("x", big)
+	send(line)
+	awaitUsed(t, b, int64(len(line)), "a data line without its end")
+	send("\n")
+	awaitUsed(t, b, big+1, "an event without its blank line")
+	send("\n")
+	if got := recv(t, held, "the whole event"); got != 0 {
+		t.Fatalf("the account holds %d bytes while the Handler has the event, want 0", got)
+	}
+	send("data: " + strings.Repeat("y", cut) + "\n")
+	awaitUsed(t, b, cut+1, "the next event, cut short")
+	_ = nc.SetLinger(0)
+	_ = nc.Close()
+	awaitUsed(t, b, 0, "after the stream was reset")
 	c.Close()
 }

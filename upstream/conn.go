@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/internal/sendq"
 )
 
 // Kind is the protocol spoken to the upstream (TETHER_UPSTREAM_KIND).
@@ -66,6 +68,15 @@ type transport interface {
 	ReadMessageFlushing(flush func()) (ws.OpCode, []byte, error)
 	// Send queues a message for the upstream.
 	Send(ctx context.Context, op ws.OpCode, p []byte) error
+	// Frame is the frame the message ReadMessage returned last arrived
+	// in, when it is passed on as it is (wsconn.Conn.Frame); nil when
+	// there is none. Only the reader calls it.
+	Frame() []byte
+	// Append and AppendFrame encode a message, or add a frame as it is,
+	// into a batch SendBatch queues (wsconn.Conn's).
+	Append(b *sendq.Batch, op ws.OpCode, p []byte)
+	AppendFrame(b *sendq.Batch, frame []byte) bool
+	QueueBatch(ctx context.Context, b *sendq.Batch) error
 	// Ping probes a quiet connection; any inbound bytes answer it.
 	Ping(p []byte) error
 	// Close ends the connection politely, Abort at once; Done is closed
@@ -149,4 +160,33 @@ func (c *Conn) EventID() string {
 // SendText is Send for a text message.
 func (c *Conn) SendText(ctx context.Context, data []byte) error {
 	return c.ws.Send(ctx, ws.OpText, data)
+}
+
+// Frame returns the frame the message being handed to Handler.Message
+// arrived in, header included, as the upstream sent it, for a handler that
+// forwards the message unchanged: nil when it did not arrive as one whole
+// frame read in place, and always for an SSE upstream. Only the
+// connection's reader may call it, within Message, like EventID.
+func (c *Conn) Frame() []byte { return c.ws.Frame() }
+
+// Append encodes one message into b for this connection, copying data, as
+// Send would (masked, compressed when Send compresses it). SendBatch queues
+// b: a reader forwarding a burst of app messages takes the connection's
+// lock once and wakes its writer once for all of them.
+func (c *Conn) Append(b *sendq.Batch, op ws.OpCode, data []byte) { c.ws.Append(b, op, data) }
+
+// AppendFrame adds frame, a whole data frame as the app sent it
+// (wsconn.Conn.Frame), to b as it is when the connection would send those
+// very bytes, and encodes its payload again otherwise (a payload the
+// connection compresses); it reports whether the frame went as it is. The
+// frame is the connection's after the call (it may be unmasked in place).
+func (c *Conn) AppendFrame(b *sendq.Batch, frame []byte) bool { return c.ws.AppendFrame(b, frame) }
+
+// SendBatch queues what b holds, and empties b, blocking as Send does.
+// With an error (the connection is lost, or ctx ended) it queued none of
+// b's messages, and b still holds them: the caller takes them back
+// (wsconn.NextFrame, wsconn.FrameMessage) or drops them. On an SSE upstream
+// it returns ErrReadOnly.
+func (c *Conn) SendBatch(ctx context.Context, b *sendq.Batch) error {
+	return c.ws.QueueBatch(ctx, b)
 }

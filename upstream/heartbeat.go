@@ -65,6 +65,14 @@ import (
 // a restore's backlog, then not one byte for a second, its probe among
 // what waited). A writer held back by the peer leaves bytes in the
 // kernel's queue and is not behind.
+//
+// Both put the verdict off, but not for ever: a reader or writer that stays
+// behind for maxDeferral in a row is stuck, not starved (a goroutine that
+// waits for the CPU gets it within a few of the scheduler's rounds, and a
+// process that gets none shows as late wake-ups, which put the verdict off
+// without this bound), and a connection no goroutine of tether's reads or
+// writes is of no use to the app; it is declared dead then, and a new one
+// replaces it.
 type heartbeat struct {
 	interval, timeout time.Duration
 	probeSent         time.Time     // zero when no probe is outstanding
@@ -78,7 +86,17 @@ type heartbeat struct {
 	// only an inbound frame answers: the reader's progress may finish a
 	// message or Flush it was in at the resume, which proves nothing now.
 	afterResume bool
+	// deferred is when a dead verdict was first put off for a late wake-up
+	// or a side behind; zero while none is.
+	deferred time.Time
 }
+
+// maxDeferral is how long a dead verdict is put off, at most, while a side
+// is behind: four timeouts, and never less than minDeferral, which no
+// starved goroutine waits on a loaded machine.
+func (h *heartbeat) maxDeferral() time.Duration { return max(4*h.timeout, minDeferral) }
+
+const minDeferral = 5 * time.Second
 
 // writeProgress is the transport's WriteProgress at one wake-up; the zero
 // value (ok false) says nothing.
@@ -127,8 +145,18 @@ func (h *heartbeat) next(now, lastRead time.Time, p readerProgress, w writeProgr
 	} else {
 		b, d = h.decide(now, lastRead, p.busy(), moved)
 	}
-	if b == beatDead && (h.late(now) || h.behind()) {
+	switch {
+	case b != beatDead:
+		h.deferred = time.Time{}
+	case h.late(now):
 		b, d = beatWait, h.recheck()
+	case h.behind():
+		if h.deferred.IsZero() {
+			h.deferred = now
+		}
+		if now.Sub(h.deferred) < h.maxDeferral() {
+			b, d = beatWait, h.recheck()
+		}
 	}
 	if h.probeSent.IsZero() || b == beatProbe {
 		h.afterResume = false // answered, or a probe of its own now

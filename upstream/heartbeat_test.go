@@ -460,3 +460,42 @@ func TestHeartbeatWriteProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestHeartbeatBehindIsBounded: a side that stays behind (bytes unread, or
+// frames unwritten with the kernel's queue empty) puts the verdict off at
+// each re-check, on time, but only for maxDeferral: a reader or writer that
+// never catches up is stuck, and the connection is declared dead then, not
+// kept for ever.
+func TestHeartbeatBehindIsBounded(t *testing.T) {
+	origin := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, timeout := range []time.Duration{100 * time.Millisecond, 3 * time.Second} {
+		t.Run(timeout.String(), func(t *testing.T) {
+			always := func() bool { return true }
+			h := heartbeat{interval: timeout, timeout: timeout, unread: always}
+			bound := max(4*timeout, minDeferral)
+			now := origin.Add(timeout)
+			if b, _ := h.next(now, origin, 0, writeProgress{}); b != beatProbe {
+				t.Fatalf("first wake-up = %v, want a probe", b)
+			}
+			now = now.Add(timeout)
+			first := now
+			for {
+				b, wait := h.next(now, origin, 0, writeProgress{})
+				since := now.Sub(first)
+				if b == beatDead {
+					if since < bound {
+						t.Fatalf("declared dead %v after the first deferral, want %v of the side behind", since, bound)
+					}
+					if since > bound+h.recheck() {
+						t.Fatalf("declared dead %v after the first deferral, want within %v", since, bound+h.recheck())
+					}
+					return
+				}
+				if b != beatWait || wait != h.recheck() {
+					t.Fatalf("%v into the deferral: %v after %v, want a re-check after %v", since, b, wait, h.recheck())
+				}
+				now = now.Add(wait) // on time: not late
+			}
+		})
+	}
+}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gobwas/ws"
 
+	"github.com/tetherproxy/tether/internal/budget"
+	"github.com/tetherproxy/tether/internal/sendq"
 	"github.com/tetherproxy/tether/internal/sse"
 	"github.com/tetherproxy/tether/internal/wsconn"
 )
@@ -54,9 +56,31 @@ func newSSEConn(body io.ReadCloser, cancel context.CancelFunc, opts Options, las
 		cancel: cancel,
 		body:   body,
 		in:     in,
-		r:      sse.NewReader(in, sse.Options{MaxEventSize: eventLimit(opts.MaxMessageBytes), LastEventID: lastEventID}),
+		r: sse.NewReader(in, sse.Options{
+			MaxEventSize: eventLimit(opts.MaxMessageBytes),
+			LastEventID:  lastEventID,
+			Held:         eventHeld(opts.Account),
+		}),
 		format: opts.SSEFormat,
 		done:   make(chan struct{}),
+	}
+}
+
+// eventHeld counts the event being parsed on the session's account, as a
+// WebSocket connection counts the message it reassembles (docs/design.md
+// "Memory"): from its first byte until it is dispatched, never waiting, since
+// only reading on frees it. The parser gives everything back once it stops,
+// which it does when the connection ends (Abort ends its read).
+func eventHeld(a *budget.Account) func(int64) {
+	if a == nil {
+		return nil
+	}
+	return func(d int64) {
+		if d > 0 {
+			a.Reserve(d)
+		} else {
+			a.Release(-d)
+		}
 	}
 }
 
@@ -117,6 +141,21 @@ func (c *sseConn) ReadMessageFlushing(flush func()) (ws.OpCode, []byte, error) {
 
 // Send refuses: an event stream has no way back to the server.
 func (c *sseConn) Send(context.Context, ws.OpCode, []byte) error { return ErrReadOnly }
+
+// Frame is nil: an event is no WebSocket frame.
+func (c *sseConn) Frame() []byte { return nil }
+
+// Append and AppendFrame count a message QueueBatch then refuses: nothing
+// is sent on an SSE upstream.
+func (c *sseConn) Append(b *sendq.Batch, _ ws.OpCode, _ []byte) { b.Add() }
+
+func (c *sseConn) AppendFrame(b *sendq.Batch, _ []byte) bool {
+	b.Add()
+	return false
+}
+
+// QueueBatch returns ErrReadOnly, leaving b as it is.
+func (c *sseConn) QueueBatch(context.Context, *sendq.Batch) error { return ErrReadOnly }
 
 // Ping does nothing: SSE has no probe. The heartbeat's timeout then
 // declares a stream dead after PingInterval + PingTimeout of silence.

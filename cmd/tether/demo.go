@@ -57,7 +57,7 @@ func parseDemoFlags(args []string, stderr io.Writer) (demo.Options, error) {
 		fs.PrintDefaults()
 	}
 	var opts demo.Options
-	fs.DurationVar(&opts.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
+	fs.DurationVar(&opts.Duration, "duration", 0, "stop once the app has the events the feed publishes in this long, and every fault in it is repaired (0: run until Ctrl-C)")
 	fs.DurationVar(&opts.FaultEvery, "fault-every", demo.DefaultFaultEvery, "mean interval between faults")
 	fs.Uint64Var(&opts.Seed, "seed", 0, "seed of the fault sequence (default: random, printed at start)")
 	fs.IntVar(&opts.Rate, "rate", demo.DefaultRate, "feed events per second")

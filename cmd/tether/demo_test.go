@@ -17,11 +17,16 @@ const demoTimeout = 60 * time.Second
 
 // TestDemoRuns plays the README's first command, shortened: the real feed,
 // the real sidecar code path and the naive client, with a fault every
-// second. The client's socket must survive every fault.
+// second. The client's socket must survive every fault. The demo counts
+// its duration and its fault schedule in the client's events (120 here),
+// so a loaded machine makes it slower, not different: with seed 1 a TCP
+// reset falls on event 25, and the faults after it on later events as the
+// outages before them allow.
 func TestDemoRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo for 6s")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
@@ -58,14 +63,20 @@ func TestDemoRuns(t *testing.T) {
 // With seed 4 the first fault is a hiccup: the feed drops events on the
 // live connection and repeats two. The narration shows tether filling the
 // gap over HTTP and dropping the duplicates, and the summary counts both.
+// The fault schedule and the end count the client's events, not time: the
+// hiccup falls on event 25 of the 30 of -duration 1.5s, the plan's next
+// fault 13 events later, after the last one, so the demo ends once the
+// client has event 30 and the events the hiccup cost, however loaded the
+// machine.
 func TestDemoFillsGapsAndDropsDuplicates(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the demo for 4s")
+		t.Skip("runs the demo for 1.5s")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{"demo", "-duration", "4s", "-fault-every", "1s", "-seed", "4"}
+	args := []string{"demo", "-duration", "1.5s", "-fault-every", "1s", "-seed", "4"}
 	if err := run(ctx, args, map[string]string{}, &out, &errOut); err != nil {
 		t.Fatalf("run = %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
 	}
@@ -76,6 +87,7 @@ func TestDemoFillsGapsAndDropsDuplicates(t *testing.T) {
 		"filled over HTTP in ",
 		"tether  dropped 2 duplicate events the client already has",
 		" filled, 0 given up, ",
+		"faults   1: 1 hiccup\n",
 		"hiccups dropped 3 and repeated 2",
 		"every event reached the client once and in order",
 	} {
@@ -89,20 +101,23 @@ func TestDemoFillsGapsAndDropsDuplicates(t *testing.T) {
 }
 
 // TestDemoSSERuns plays `tether demo -sse`, shortened: the SSE feed, the
-// real sidecar with an sse:// listener, and the EventSource-like app. With
-// seed 8 the feed first repeats two events (a hiccup, ~1.1s in), then
-// resets the stream ~0.9s after that; tether reconnects within the feed's
-// retry (1s) plus the backoff cap (3s) of jitter, so by ~6s: -duration 9s
-// leaves room for a loaded machine. The app's one stream must never end,
-// and it must see every event once, in order.
+// real sidecar with an sse:// listener, and the EventSource-like app. The
+// fault schedule and the end count the app's events: with seed 8 the feed
+// repeats two events (a hiccup) on event 22, resets the stream on event 40,
+// and would end it 15 events after the reset's outage, after event 50, the
+// last of -duration 2.5s. The demo ends once the app has event 50 and
+// tether has resumed the stream, however long that takes on a loaded
+// machine. The app's one stream must never end, and it must see every
+// event once, in order.
 func TestDemoSSERuns(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the SSE demo for 9s")
+		t.Skip("runs the SSE demo for 2.5s")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	args := []string{"demo", "-sse", "-duration", "9s", "-fault-every", "1s", "-seed", "8"}
+	args := []string{"demo", "-sse", "-duration", "2.5s", "-fault-every", "1s", "-seed", "8"}
 	if err := run(ctx, args, map[string]string{}, &out, &errOut); err != nil {
 		t.Fatalf("run = %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
 	}
@@ -113,6 +128,7 @@ func TestDemoSSERuns(t *testing.T) {
 		"feed    request #1, no Last-Event-ID: a new stream (retry: 1000, then live events)",
 		"tether  accepted the app's EventSource request",
 		"fault   hiccup: the feed sends its last 2 events again",
+		"faults   2: 1 TCP reset, 1 hiccup\n",
 		"tether  dropped 2 duplicate events the app already has",
 		"fault   TCP reset: the feed aborts tether's event stream (RST)",
 		"(the feed's retry: 1000 as a floor + jitter)", // the server's retry is the backoff's floor

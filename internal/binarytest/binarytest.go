@@ -325,6 +325,9 @@ func (p *Process) OpenFDs() (int, error) { return OpenFDs(p.Pid()) }
 // RSS is the process's resident set size in bytes (VmRSS).
 func (p *Process) RSS() (int64, error) { return RSS(p.Pid()) }
 
+// RssAnon is RssAnon(p.Pid()).
+func (p *Process) RssAnon() (int64, error) { return RssAnon(p.Pid()) }
+
 // OpenFDs counts the open file descriptors of pid in /proc/PID/fd.
 func OpenFDs(pid int) (int, error) {
 	if runtime.GOOS != "linux" {
@@ -338,23 +341,32 @@ func OpenFDs(pid int) (int, error) {
 }
 
 // RSS reads VmRSS of pid from /proc/PID/status, in bytes.
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// RssAnon reads RssAnon of pid from /proc/PID/status, in bytes: the
+// resident memory that is the process's own, without the pages of its
+// binary and libraries, which grow as more of its code runs and are no
+// memory it allocated.
+func RssAnon(pid int) (int64, error) { return statusBytes(pid, "RssAnon") }
+
+// statusBytes reads a "<field>: N kB" line of /proc/PID/status.
+func statusBytes(pid int, field string) (int64, error) {
 	if runtime.GOOS != "linux" {
-		return 0, errors.New("VmRSS is read from /proc, which only Linux has")
+		return 0, fmt.Errorf("%s is read from /proc, which only Linux has", field)
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(v) // "1234 kB"
 			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("/proc/%d/status: VmRSS %q", pid, v)
+				return 0, fmt.Errorf("/proc/%d/status: %s %q", pid, field, v)
 			}
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }

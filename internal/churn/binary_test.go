@@ -14,19 +14,30 @@ type sample struct {
 	goroutines int
 	fds        int
 	sessions   int
-	rss        int64 // VmRSS
+	rss        int64 // VmRSS, for the log
+	// anon is RssAnon: the resident memory tether allocated, without its
+	// binary's pages, which grow as more of its code runs (the churn's
+	// resets and restarts run code an idle session never does).
+	anon int64
 	// idle is heap the runtime holds resident but unused (heap idle, not
 	// yet released to the system): it returns it at its own pace, so RSS
 	// less idle is what tether's memory is at the moment.
 	idle int64
 	live int64 // go_gc_heap_live_bytes: the heap the last GC kept
 	gcs  int64 // GC cycles so far
+	// inuse is the heap's in-use spans (go_memstats_heap_inuse_bytes),
+	// stacks the goroutine stacks' (_stack_inuse_bytes, for the log).
+	inuse, stacks int64
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("goroutines %d, fds %d, sessions %d, RSS %.1f MiB (%.1f MiB idle heap), live heap %.2f MiB (after %d GCs)",
-		s.goroutines, s.fds, s.sessions, mib(s.rss), mib(s.idle), mib(s.live), s.gcs)
+	return fmt.Sprintf("goroutines %d, fds %d, sessions %d, RSS %.1f MiB, anonymous %.1f MiB (%.1f MiB idle heap), live heap %.2f MiB (after %d GCs), heap in use %.2f MiB, stacks %.2f MiB, resident %.1f MiB",
+		s.goroutines, s.fds, s.sessions, mib(s.rss), mib(s.anon), mib(s.idle), mib(s.live), s.gcs, mib(s.inuse), mib(s.stacks), mib(s.resident()))
 }
+
+// resident is anonymous RSS less the heap's free room: idle spans, and in
+// in-use spans what the live heap does not fill (see checkMemory).
+func (s sample) resident() int64 { return s.anon - s.idle - (s.inuse - s.live) }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
@@ -42,12 +53,16 @@ func take(t *testing.T, p *binarytest.Process) sample {
 	if err != nil {
 		t.Fatalf("RSS: %v", err)
 	}
+	anon, err := p.RssAnon()
+	if err != nil {
+		t.Fatalf("RSS: %v", err)
+	}
 	m, err := p.Metrics(context.Background())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, p.Log())
 	}
 	for _, name := range []string{"go_goroutines", "go_gc_heap_live_bytes", "go_gc_duration_seconds_count", "tether_sessions",
-		"go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes"} {
+		"go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes"} {
 		if _, ok := m[name]; !ok {
 			t.Fatalf("/metrics has no %s", name)
 		}
@@ -57,9 +72,12 @@ func take(t *testing.T, p *binarytest.Process) sample {
 		fds:        fds,
 		sessions:   int(m["tether_sessions"]),
 		rss:        rss,
+		anon:       anon,
 		idle:       int64(m["go_memstats_heap_idle_bytes"] - m["go_memstats_heap_released_bytes"]),
 		live:       int64(m["go_gc_heap_live_bytes"]),
 		gcs:        int64(m["go_gc_duration_seconds_count"]),
+		inuse:      int64(m["go_memstats_heap_inuse_bytes"]),
+		stacks:     int64(m["go_memstats_stack_inuse_bytes"]),
 	}
 }
 

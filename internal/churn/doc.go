@@ -9,8 +9,11 @@
 //
 // TestChurnBinary runs the real binary, built without -race, as a process of
 // its own, so that its figures are its own: open descriptors from
-// /proc/PID/fd, resident memory from VmRSS in /proc/PID/status, goroutines
-// and the heap from the Go runtime collector on its admin /metrics. The
+// /proc/PID/fd, resident memory from RssAnon in /proc/PID/status (VmRSS is
+// logged), goroutines and the heap from the Go runtime collector on its
+// admin /metrics; the heap's free room (idle spans, and the part of in-use
+// spans the live heap does not fill), sized by its peak, is not counted as
+// memory kept. The
 // baseline is taken after a warm-up churn at the same concurrency, so the
 // runtime's pools and free lists already have the size the churn gives them;
 // a leak is then what grows with the number of sessions churned, not with

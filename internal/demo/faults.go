@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -58,8 +59,9 @@ func newPlan(seed uint64, mean time.Duration, entries int) *plan {
 	return &plan{rng: rand.New(rand.NewPCG(seed, 0xfa17)), mean: mean, entries: entries}
 }
 
-// next returns the next entry and the healthy time to wait before it:
-// uniform in [mean/2, 3·mean/2), so faults are irregular but never bunch up.
+// next returns the next entry and the healthy stretch before it (which the
+// scheduler counts in the events the feed publishes in it): uniform in
+// [mean/2, 3·mean/2), so faults are irregular but never bunch up.
 func (p *plan) next() (int, time.Duration) {
 	if len(p.deck) == 0 {
 		p.deck = p.rng.Perm(p.entries)
@@ -69,40 +71,78 @@ func (p *plan) next() (int, time.Duration) {
 	return i, time.Duration(float64(p.mean) * (0.5 + p.rng.Float64()))
 }
 
-// faults injects the plan's faults into the feed, one at a time: each waits
-// until tether streams from the feed again, then for its delay.
-type faults struct {
+// faultsConfig is what the fault scheduler works with: the feed it breaks,
+// the app whose progress it goes by, and the plan it deals.
+type faultsConfig struct {
 	feed       feed
+	app        progress
 	repertoire []fault
 	plan       *plan
+	rate       int   // the feed's events per second, to count the plan's delays in events
+	last       int64 // no fault at or after this event; 0: no end
 	narr       *narrator
-	cancel     context.CancelFunc
-	done       chan struct{}
-	counts     []int // per entry; written by run, read after done is closed
+}
+
+// faults injects the plan's faults into the feed, one at a time. The plan's
+// delays are laid end to end on the event stream, skipping what the feed
+// numbered while it was down: a fault comes when the app has the event it
+// falls on and the feed streams again. Counting events the app holds, not
+// time, keeps the story whole on a loaded machine: tether delivers in
+// order, so the app has seen each fault repaired before the next, and which
+// faults fall before the demo's last event depends on the seed and the
+// outages, not on how fast the machine is.
+type faults struct {
+	faultsConfig
+	cancel context.CancelFunc
+	done   chan struct{}
+	// Written by run, read after done is closed.
+	counts []int // per entry
+	after  int64 // the feed's latest event once the latest fault was injected
 }
 
 // startFaults starts the scheduler goroutine.
-func startFaults(f feed, repertoire []fault, p *plan, n *narrator) *faults {
+func startFaults(c faultsConfig) *faults {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &faults{feed: f, repertoire: repertoire, plan: p, narr: n, cancel: cancel,
-		done: make(chan struct{}), counts: make([]int, len(repertoire))}
+	s := &faults{faultsConfig: c, cancel: cancel, done: make(chan struct{}), counts: make([]int, len(c.repertoire))}
 	go s.run(ctx)
 	return s
 }
 
+// finished is closed once the scheduler has returned: stopped, or, with a
+// last event, the plan's next fault falls at or after it.
+func (s *faults) finished() <-chan struct{} { return s.done }
+
 // stop ends the scheduler and waits for it; a fault being injected
-// completes first. It returns the number of faults injected per entry.
+// completes first. It returns the number of faults injected per entry. It
+// is idempotent.
 func (s *faults) stop() []int {
 	s.cancel()
 	<-s.done
 	return s.counts
 }
 
+// repairedBy is, once finished, the event an app must hold to have seen
+// every injected fault repaired: the one after the feed's latest when the
+// last fault was injected; 1 when there was none.
+func (s *faults) repairedBy() int64 {
+	<-s.done
+	return s.after + 1
+}
+
 func (s *faults) run(ctx context.Context) {
 	defer close(s.done)
+	var planned int64 // the plan's delays so far, in events
 	for {
 		i, delay := s.plan.next()
-		if !s.feed.waitHealthy(ctx) || !wait(ctx, delay) || !s.feed.waitHealthy(ctx) {
+		if !s.feed.waitHealthy(ctx) {
+			return
+		}
+		planned += eventsIn(delay, s.rate)
+		at := planned + s.feed.unstreamed()
+		if s.last > 0 && at >= s.last {
+			return
+		}
+		if !waitClosed(ctx, s.app.reached(at)) || !s.feed.waitHealthy(ctx) {
 			return
 		}
 		f := s.repertoire[i]
@@ -112,7 +152,14 @@ func (s *faults) run(ctx context.Context) {
 			continue
 		}
 		s.counts[i]++
+		s.after = s.feed.published()
 	}
+}
+
+// eventsIn is how many events a feed publishing rate events per second
+// numbers in d, at least one.
+func eventsIn(d time.Duration, rate int) int64 {
+	return max(int64(math.Ceil(d.Seconds()*float64(rate))), 1)
 }
 
 // countsLine reads "5: 1 TCP reset, 2 half-opens, …", or "none injected".
@@ -129,6 +176,17 @@ func countsLine(repertoire []fault, counts []int) string {
 		return "none injected"
 	}
 	return fmt.Sprintf("%d: %s", total, strings.Join(parts, ", "))
+}
+
+// waitClosed waits for ch to be closed unless ctx ends first; it reports
+// whether ch was closed.
+func waitClosed(ctx context.Context, ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // wait waits d unless ctx ends first; it reports whether d elapsed.

@@ -71,19 +71,36 @@ func TestRepertoires(t *testing.T) {
 	}
 }
 
-// The scheduler waits for a live, subscribed connection, then for the
-// plan's delay, and injects the plan's fault; with no live connection it
-// injects nothing more.
-func TestFaultsInjectThePlanWhenHealthy(t *testing.T) {
-	const seed, mean = 7, 20 * time.Millisecond
-	m := webSocketMode()
-	f := startTestFeed(t, 100, time.Now)
-	out := newLineWriter()
-	s := startFaults(f, m.repertoire, newPlan(seed, mean, len(m.repertoire)), wsNarrator(out))
-	p := dialSubscribed(t, f) // the feed is healthy once it streams
+// gate is an app's progress the test controls: reached hands the test the
+// event asked for and is closed when the test opens the gate.
+type gate struct {
+	asked chan int64
+	open  chan struct{}
+}
+
+func newGate() *gate { return &gate{asked: make(chan int64, 16), open: make(chan struct{})} }
+
+func (g *gate) reached(seq int64) <-chan struct{} {
+	g.asked <- seq
+	return g.open
+}
+
+// reachedAlways is the progress of an app that is always up to date.
+type reachedAlways struct{}
+
+func (reachedAlways) reached(int64) <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}
+
+// streamingPeer connects a subscriber to f, so that f is healthy, and keeps
+// reading until the test ends: faults like restart close the connection
+// and wait for its echo.
+func streamingPeer(t *testing.T, f *wsFeed) {
+	t.Helper()
+	p := dialSubscribed(t, f)
 	p.text()
-	// Faults like restart close the connection and wait for its echo; keep
-	// reading so the peer answers.
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -93,8 +110,32 @@ func TestFaultsInjectThePlanWhenHealthy(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { _ = p.conn.Close(); <-readerDone }()
-	want, _ := newPlan(seed, mean, len(m.repertoire)).next()
+	t.Cleanup(func() { _ = p.conn.Close(); <-readerDone })
+}
+
+// The scheduler waits for a live, subscribed connection, then until the
+// app has the event the plan's delay falls on, and injects the plan's
+// fault; with no live connection it injects nothing more.
+func TestFaultsInjectThePlanWhenHealthy(t *testing.T) {
+	const seed, mean, rate = 7, 20 * time.Millisecond, 100
+	m := webSocketMode()
+	f := startTestFeed(t, rate, time.Now)
+	out := newLineWriter()
+	app := newGate()
+	s := startFaults(faultsConfig{feed: f, app: app, repertoire: m.repertoire,
+		plan: newPlan(seed, mean, len(m.repertoire)), rate: rate, narr: wsNarrator(out)})
+	streamingPeer(t, f)
+	want, delay := newPlan(seed, mean, len(m.repertoire)).next()
+	// The feed streamed every event it numbered: nothing to skip.
+	if asked, n := <-app.asked, eventsIn(delay, rate); asked != n {
+		t.Errorf("the scheduler waits for event %d, want %d: the plan's delay at %d events/s", asked, n, rate)
+	}
+	select {
+	case l := <-out.lines:
+		t.Fatalf("narrated %q before the app had the event", l)
+	default:
+	}
+	close(app.open)
 	line, _ := out.waitFor(t, "fault")
 	if !strings.Contains(line, m.repertoire[want].describe) {
 		t.Errorf("first fault line %q, want the plan's first fault %s", line, m.repertoire[want].name)
@@ -107,6 +148,56 @@ func TestFaultsInjectThePlanWhenHealthy(t *testing.T) {
 	if total != 1 || counts[want] != 1 {
 		t.Errorf("counts = %v, want one %s: no connection was live for a second fault", counts, m.repertoire[want].name)
 	}
+	// The gate let the fault through before the feed had numbered that
+	// event, as no real app would; repairedBy is still the feed's count
+	// when it struck, plus one.
+	if got, head := s.repairedBy(), f.published(); got < 1 || got > head+1 {
+		t.Errorf("repairedBy = %d, want the event after the feed's count at the fault (now %d)", got, head)
+	}
+}
+
+// With a last event, the scheduler injects the faults that fall before it,
+// then finishes: seed 4 deals a hiccup first (the feed stays healthy, so
+// the second fault falls the plan's next delay after it).
+func TestFaultsFinishBeforeTheLastEvent(t *testing.T) {
+	const seed, mean, rate = 4, time.Second, 20
+	m := webSocketMode()
+	p := newPlan(seed, mean, len(m.repertoire))
+	first, d1 := p.next()
+	_, d2 := p.next()
+	if m.repertoire[first].kind != faultHiccup {
+		t.Fatalf("seed %d deals %s first; the test expects a hiccup", seed, m.repertoire[first].name)
+	}
+	at1, at2 := eventsIn(d1, rate), eventsIn(d1, rate)+eventsIn(d2, rate)
+	for _, tc := range []struct {
+		name   string
+		last   int64
+		faults int
+	}{
+		{"the first falls on the last event", at1, 0},
+		{"the second falls on it", at2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startTestFeed(t, rate, time.Now)
+			app := newGate()
+			close(app.open)
+			s := startFaults(faultsConfig{feed: f, app: app, repertoire: m.repertoire,
+				plan: newPlan(seed, mean, len(m.repertoire)), rate: rate, last: tc.last, narr: wsNarrator(newLineWriter())})
+			defer s.stop()
+			streamingPeer(t, f)
+			select {
+			case <-s.finished():
+			case <-time.After(testTimeout):
+				t.Fatalf("the scheduler did not finish within %v", testTimeout)
+			}
+			if got := len(app.asked); got != tc.faults {
+				t.Errorf("the scheduler waited for %d events, want %d", got, tc.faults)
+			}
+			if got := s.stop()[first]; got != tc.faults {
+				t.Errorf("%d hiccups injected, want %d", got, tc.faults)
+			}
+		})
+	}
 }
 
 // The same for an event stream: a fault that breaks the stream is the last
@@ -117,8 +208,13 @@ func TestSSEFaultsInjectThePlanWhenHealthy(t *testing.T) {
 	out := newLineWriter()
 	n := sseNarrator(out)
 	f := startTestSSEFeed(t, 100, n)
-	s := startFaults(f, m.repertoire, newPlan(seed, mean, len(m.repertoire)), n)
+	app := newGate()
+	s := startFaults(faultsConfig{feed: f, app: app, repertoire: m.repertoire,
+		plan: newPlan(seed, mean, len(m.repertoire)), rate: 100, narr: n})
 	stream := openRawStream(t, testHTTPClient(t), f.URL(), "")
+	// The app has the events once the response has begun: a fault before
+	// that would fail the request instead of breaking its stream.
+	close(app.open)
 	want, _ := newPlan(seed, mean, len(m.repertoire)).next()
 	if m.repertoire[want].kind != faultDrop {
 		t.Fatalf("seed %d deals %s first; the test expects a dropped connection", seed, m.repertoire[want].name)
@@ -142,13 +238,17 @@ func TestFaultsStopWhileWaiting(t *testing.T) {
 	feeds := map[string]feed{"websocket": startTestFeed(t, 100, time.Now), "sse": startTestSSEFeed(t, 100, nil)}
 	for _, m := range modes {
 		n := newNarrator(newLineWriter(), time.Now, demoSettings, false, m.mode.words)
-		s := startFaults(feeds[m.name], m.mode.repertoire, newPlan(1, time.Hour, len(m.mode.repertoire)), n)
+		s := startFaults(faultsConfig{feed: feeds[m.name], app: reachedAlways{}, repertoire: m.mode.repertoire,
+			plan: newPlan(1, time.Hour, len(m.mode.repertoire)), rate: 100, narr: n})
 		// Nothing is connected: the scheduler waits for health and must
 		// still stop at once.
 		for _, c := range s.stop() {
 			if c != 0 {
 				t.Errorf("%s: counts = %v, want none", m.name, c)
 			}
+		}
+		if got := s.repairedBy(); got != 1 {
+			t.Errorf("%s: repairedBy = %d with no fault, want 1", m.name, got)
 		}
 	}
 }

@@ -52,6 +52,13 @@ type ledger struct {
 	stats     appStats
 	lastEvent time.Time // when the latest new event arrived
 	heardKeep bool      // the first keep-alive was narrated
+	waiters   []waiter  // reached's channels not closed yet
+}
+
+// waiter is a channel reached returned, closed once the stream is at seq.
+type waiter struct {
+	seq int64
+	ch  chan struct{}
 }
 
 func newLedger(n *narrator, rate int) *ledger {
@@ -69,6 +76,39 @@ func (l *ledger) Stats() appStats {
 	s.events, s.gaps, s.missed, s.duplicates, s.late = t.events, t.gaps, t.missed, t.duplicates, t.late
 	s.snapshots, s.announced, s.lastSeq = t.snapshots, t.announced, t.last
 	return s
+}
+
+// reached returns a channel closed once the app's stream has come to
+// event seq: it holds every event up to seq, or a snapshot or a gap notice
+// stood in for the ones it lacks. tether delivers in order, so an app past
+// a fault's first lost event has seen tether repair it; the fault schedule
+// and the demo's end go by this, not by the clock, so that a loaded machine
+// slows the story down instead of cutting it short.
+func (l *ledger) reached(seq int64) <-chan struct{} {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.track.started && l.track.last >= seq {
+		close(ch)
+		return ch
+	}
+	l.waiters = append(l.waiters, waiter{seq, ch})
+	return ch
+}
+
+// wakeLocked closes the channels of the waiters the stream has reached.
+// l.mu is held; closing a channel never blocks.
+func (l *ledger) wakeLocked() {
+	kept := l.waiters[:0]
+	for _, w := range l.waiters {
+		if l.track.last >= w.seq {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(l.waiters[len(kept):])
+	l.waiters = kept
 }
 
 // message accounts for one of the feed's messages as the app received it;
@@ -103,6 +143,7 @@ func (l *ledger) message(data []byte, id string) {
 	default:
 		l.stats.other++
 	}
+	l.wakeLocked()
 	l.mu.Unlock()
 	if news != nil {
 		news()

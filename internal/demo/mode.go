@@ -33,6 +33,9 @@ type feed interface {
 	inject(k faultKind) bool
 	// published is how many events the feed has numbered.
 	published() int64
+	// unstreamed is how many of them it numbered while not healthy: what
+	// its outages cost, which the fault schedule skips.
+	unstreamed() int64
 	// summary is the feed's line in the final summary.
 	summary() string
 	// Close stops the feed and waits for its goroutines. It is idempotent.
@@ -47,9 +50,18 @@ type app interface {
 	Done() <-chan struct{}
 	// Stats is what the app saw so far.
 	Stats() appStats
+	progress
 	// Close ends the app's connection, as the app, and waits for its
 	// goroutines. It is idempotent.
 	Close()
+}
+
+// progress is how far the app's stream has come, which the fault schedule
+// and the demo's end go by.
+type progress interface {
+	// reached returns a channel closed once the app holds every event up
+	// to seq (or what stood in for them: a snapshot, a gap notice).
+	reached(seq int64) <-chan struct{}
 }
 
 // words are what the two demos say differently: the same story, told of a

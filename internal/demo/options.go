@@ -33,7 +33,10 @@ type TetherFunc func(ctx context.Context, env map[string]string, log *zap.Logger
 
 // Options configures Run.
 type Options struct {
-	// Duration ends the demo after this long; 0 runs until ctx ends.
+	// Duration ends the demo once the app has the events the feed
+	// publishes in this long (Duration·Rate of them) and has seen every
+	// fault repaired: as long as that on an idle machine, longer on a
+	// loaded one. 0 runs until ctx ends.
 	Duration time.Duration
 	// FaultEvery is the mean interval between faults, at least MinFaultEvery.
 	FaultEvery time.Duration

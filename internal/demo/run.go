@@ -11,9 +11,9 @@ import (
 // summaryEvery spaces the app's periodic summaries.
 const summaryEvery = 5 * time.Second
 
-// Run plays the demo until ctx ends or opts.Duration has passed: it starts
-// the feed, tether in front of it (through opts.Tether) and the naive app,
-// injects faults, and narrates to opts.Out. On the way out it stops the
+// Run plays the demo until ctx ends or the app has the events of
+// opts.Duration: it starts the feed, tether in front of it (through
+// opts.Tether) and the naive app, injects faults, and narrates to opts.Out. On the way out it stops the
 // faults, closes the app's connection, stops tether, closes the feed and
 // prints a summary; every goroutine has ended when it returns.
 //
@@ -65,8 +65,15 @@ func (d *demo) run(ctx context.Context) error {
 		}
 		return errors.Join(err, serr)
 	}
-	plan := newPlan(d.opts.Seed, d.opts.FaultEvery, len(d.mode.repertoire))
-	d.faults = startFaults(feed, d.mode.repertoire, plan, d.narr)
+	d.faults = startFaults(faultsConfig{
+		feed:       feed,
+		app:        d.app,
+		repertoire: d.mode.repertoire,
+		plan:       newPlan(d.opts.Seed, d.opts.FaultEvery, len(d.mode.repertoire)),
+		rate:       d.opts.Rate,
+		last:       d.lastEvent(),
+		narr:       d.narr,
+	})
 	return d.stop(d.watch(ctx))
 }
 
@@ -88,24 +95,40 @@ func (d *demo) connect(ctx context.Context) error {
 	return nil
 }
 
+// lastEvent is the event the demo ends at, the last of opts.Duration; 0
+// when it runs until ctx ends.
+func (d *demo) lastEvent() int64 {
+	if d.opts.Duration <= 0 {
+		return 0
+	}
+	return eventsIn(d.opts.Duration, d.opts.Rate)
+}
+
 // watch prints the app's periodic summary until the demo should end: ctx
-// ends, the duration (when > 0) has passed, tether stops or the app is
-// gone. It returns why, for the closing line.
+// ends, tether stops, the app is gone or, with a duration, the app has its
+// events and has seen every fault repaired. It returns why, for the closing
+// line.
+//
+// The duration is counted in the app's events, as the fault schedule is:
+// on a loaded machine a wall-clock end could come before the first fault,
+// or cut a repair short.
 func (d *demo) watch(ctx context.Context) string {
-	var deadline <-chan time.Time
-	if d.opts.Duration > 0 {
-		t := time.NewTimer(d.opts.Duration)
-		defer t.Stop()
-		deadline = t.C
+	var end <-chan struct{}
+	if d.lastEvent() > 0 {
+		end = d.faults.finished() // no fault falls before the last event any more
 	}
 	tick := time.NewTicker(summaryEvery)
 	defer tick.Stop()
-	for {
+	for repaired := false; ; {
 		select {
 		case <-ctx.Done():
 			return "interrupted"
-		case <-deadline:
-			return fmtSetting(d.opts.Duration) + " elapsed"
+		case <-end:
+			if repaired {
+				return fmt.Sprintf("%s has the feed's first %s of events and saw every fault repaired",
+					d.mode.appName(), fmtSetting(d.opts.Duration))
+			}
+			end, repaired = d.app.reached(max(d.lastEvent(), d.faults.repairedBy())), true
 		case <-d.tether.done:
 			return "tether stopped"
 		case <-d.app.Done():

@@ -46,6 +46,9 @@ type sseFeedStats struct {
 	refused  int   // answered with a 503
 	replayed int64 // events replayed to resumed streams
 	lost     int64 // events a resume asked for that the history no longer held
+	// unstreamed counts events published while the feed was not healthy
+	// (waitHealthy): those a resume or nothing made up for.
+	unstreamed int64
 }
 
 // sseRequest is one request, as the feed answered it.
@@ -162,6 +165,8 @@ func (f *sseFeed) published() int64 {
 	return f.prices.head
 }
 
+func (f *sseFeed) unstreamed() int64 { return f.Stats().unstreamed }
+
 func (f *sseFeed) summary() string { return sseFeedLine(f.published(), f.Stats()) }
 
 // sseFeedLine says how the feed answered tether's requests.
@@ -181,12 +186,7 @@ func sseFeedLine(published int64, st sseFeedStats) string {
 func (f *sseFeed) waitHealthy(ctx context.Context) bool {
 	for {
 		f.mu.Lock()
-		ok := false
-		if len(f.streams) == 1 {
-			for st := range f.streams {
-				ok = st.n > f.brokeAt && !st.ended
-			}
-		}
+		ok := f.healthyLocked()
 		changed := f.changed
 		f.mu.Unlock()
 		if ok {
@@ -198,6 +198,18 @@ func (f *sseFeed) waitHealthy(ctx context.Context) bool {
 			return false
 		}
 	}
+}
+
+// healthyLocked reports whether exactly one stream is open and it answers
+// a request made after the last fault that broke one. f.mu is held.
+func (f *sseFeed) healthyLocked() bool {
+	if len(f.streams) != 1 {
+		return false
+	}
+	for st := range f.streams {
+		return st.n > f.brokeAt && !st.ended
+	}
+	return false
 }
 
 // notifyLocked wakes waitHealthy.
@@ -350,8 +362,12 @@ func (f *sseFeed) take(st *sseStream, idle bool) []byte {
 func (f *sseFeed) tick() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if from, to := f.prices.publish(f.now()); from > to {
+	from, to := f.prices.publish(f.now())
+	if from > to {
 		return
+	}
+	if !f.healthyLocked() {
+		f.stats.unstreamed += to - from + 1
 	}
 	for st := range f.streams {
 		wakeStream(st)

@@ -154,19 +154,31 @@ func TestSSEFeedWaitHealthy(t *testing.T) {
 	if !f.waitHealthy(ctx) {
 		t.Fatal("not healthy with one stream")
 	}
+	if got := f.unstreamed(); got != 0 {
+		t.Errorf("unstreamed = %d while one stream streams, want 0", got)
+	}
 	if !f.inject(faultStall) {
 		t.Fatal("stall found no stream")
 	}
 	if f.waitHealthy(now) {
 		t.Error("healthy with only the stalled stream")
 	}
-	openRawStream(t, c, f.URL(), "1").event()
+	eventually(t, func() bool { return f.unstreamed() > 0 }) // numbered while not healthy
+	second := openRawStream(t, c, f.URL(), "1")
+	second.event()
 	if f.waitHealthy(now) {
 		t.Error("healthy while the stalled stream is still open")
 	}
 	first.stop() // tether gives the stalled stream up
 	if !f.waitHealthy(ctx) {
 		t.Error("not healthy once the stalled stream is gone")
+	}
+	down := f.unstreamed()
+	for range 20 {
+		second.event()
+	}
+	if got := f.unstreamed(); got != down {
+		t.Errorf("unstreamed moved from %d to %d while healthy", down, got)
 	}
 }
 

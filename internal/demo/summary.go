@@ -10,7 +10,8 @@ import (
 func (n *narrator) header(o Options) {
 	until := "until Ctrl-C"
 	if o.Duration > 0 {
-		until = "for " + fmtSetting(o.Duration) + " (Ctrl-C stops it sooner)"
+		until = fmt.Sprintf("for %s of events (until %s has event %d; Ctrl-C stops it sooner)",
+			fmtSetting(o.Duration), n.words.appName(), eventsIn(o.Duration, o.Rate))
 	}
 	lines := []string{
 		n.words.title,

@@ -46,6 +46,9 @@ type wsFeedStats struct {
 	served    int64 // events served over HTTP catch-up
 	dropped   int64 // events a hiccup did not send
 	repeated  int64 // events a hiccup sent twice
+	// unstreamed counts events published while no connection streamed:
+	// those a resume, a snapshot or nothing made up for.
+	unstreamed int64
 }
 
 // wsFeed is the WebSocket demo's upstream, docs/design.md's worked example
@@ -154,6 +157,8 @@ func (f *wsFeed) published() int64 {
 	defer f.mu.Unlock()
 	return f.prices.head
 }
+
+func (f *wsFeed) unstreamed() int64 { return f.Stats().unstreamed }
 
 func (f *wsFeed) summary() string { return wsFeedLine(f.published(), f.Stats()) }
 
@@ -382,6 +387,7 @@ func (f *wsFeed) tick() {
 	defer f.mu.Unlock()
 	from, to := f.prices.publish(f.now())
 	if f.live == nil || !f.streaming {
+		f.stats.unstreamed += max(to-from+1, 0)
 		return
 	}
 	first := max(from, f.prices.oldest())

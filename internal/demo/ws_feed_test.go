@@ -176,13 +176,19 @@ func TestFeedResumeReplays(t *testing.T) {
 		t.Fatalf("welcome %+v, want session %s at %d without resync", w, session, last)
 	}
 	waitHealthy(t, f)
+	// What the feed numbered while nothing streamed is counted, and
+	// nothing more once a connection streams again.
+	down := f.unstreamed()
+	if down < 5 {
+		t.Errorf("unstreamed = %d, want the 5 or more events numbered while no connection streamed", down)
+	}
 	for want := last + 1; want < last+40; want++ {
 		if e := decodeEvent(t, b.text()); e.Seq != want {
 			t.Fatalf("after resuming at %d: event %d, want %d", last, e.Seq, want)
 		}
 	}
-	if st := f.Stats(); st.replayed == 0 {
-		t.Errorf("stats %+v: nothing replayed", st)
+	if st := f.Stats(); st.replayed == 0 || st.unstreamed != down {
+		t.Errorf("stats %+v: nothing replayed, or unstreamed moved from %d while streaming", st, down)
 	}
 }
 

@@ -32,6 +32,15 @@ type Options struct {
 	// whose events carry no "id" keeps it instead of resetting it to ""
 	// at the first blank line (see the package documentation).
 	LastEventID string
+
+	// Held, when not nil, is told how the bytes of the event being parsed
+	// change: a line that spans reads and the data lines of an event whose
+	// blank line has not come yet, which a server can make as large as
+	// MaxEventSize by sending slowly. It is called from Next's goroutine
+	// with the change since its last call, before Next waits for more
+	// bytes and before it returns; once Next has returned an error,
+	// everything it counted has been given back (a negative change).
+	Held func(delta int64)
 }
 
 // Reader parses an event stream from an io.Reader, one Item at a time.
@@ -55,6 +64,8 @@ type Reader struct {
 	typeCache string // the last custom type returned, reused to save allocations
 	retry     time.Duration
 	hasRetry  bool
+	held      func(int64) // Options.Held
+	counted   int64       // what held was last told is held
 }
 
 // NewReader returns a Reader that parses the event stream read from src.
@@ -69,6 +80,7 @@ func NewReader(src io.Reader, opts Options) *Reader {
 		buf:    make([]byte, readSize),
 		id:     []byte(opts.LastEventID),
 		lastID: opts.LastEventID,
+		held:   opts.Held,
 	}
 }
 
@@ -84,6 +96,7 @@ func (r *Reader) Next() (Item, error) {
 			break
 		}
 		if !ok {
+			r.count()
 			r.err = r.fill()
 			continue
 		}
@@ -93,10 +106,28 @@ func (r *Reader) Next() (Item, error) {
 			break
 		}
 		if emit {
+			r.count()
 			return it, nil
 		}
 	}
+	r.count()
 	return Item{}, r.err
+}
+
+// count tells Options.Held what the event being parsed holds now: nothing
+// once the Reader has stopped, since it will parse no more.
+func (r *Reader) count() {
+	if r.held == nil {
+		return
+	}
+	n := int64(len(r.line) + len(r.data))
+	if r.err != nil {
+		n = 0
+	}
+	if d := n - r.counted; d != 0 {
+		r.counted = n
+		r.held(d)
+	}
 }
 
 // LastEventID returns the stream's last event ID string: what the next

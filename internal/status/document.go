@@ -162,6 +162,9 @@ func eventOf(e upstream.Event) Event {
 	}
 }
 
-// seconds rounds to the millisecond: what an operator reads, and a stable
-// JSON text.
-func seconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }
+// seconds is d in seconds rounded to the millisecond, what an operator
+// reads: whole milliseconds over a thousand, which JSON writes as 1.235,
+// where Duration.Seconds of the rounded value writes 1.2349999999999999.
+func seconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond).Milliseconds()) / 1000
+}

@@ -220,3 +220,20 @@ func TestShort(t *testing.T) {
 		}
 	}
 }
+
+// Durations are written to the millisecond as JSON shows them: 1.235, not
+// the nearest float's 1.2349999999999999 (Duration.Seconds of 1.235 s).
+func TestSecondsInJSON(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		1234999999 * time.Nanosecond: "1.235",
+		1235 * time.Millisecond:      "1.235",
+		95 * time.Second:             "95",
+		1500 * time.Microsecond:      "0.002",
+		0:                            "0",
+	} {
+		b, err := json.Marshal(seconds(d))
+		if err != nil || string(b) != want {
+			t.Errorf("seconds(%v) in JSON = %s (%v), want %s", d, b, err, want)
+		}
+	}
+}

@@ -10,10 +10,19 @@ import (
 
 // Append encodes one message as a single frame at the end of b, for this
 // Conn (masked or not as its frames are). p is copied, so the caller may
-// reuse it at once. It never compresses (the app side, which batches, has no
-// extension; permessage-deflate allows uncompressed messages anyway).
+// reuse it at once. It compresses what Send would (Deflate.Compress), on
+// the caller's goroutine, so a message is encoded the same whichever way
+// it is queued; the batch then counts its compressed size.
 func (c *Conn) Append(b *sendq.Batch, op ws.OpCode, p []byte) {
 	w := b.Add()
+	if c.compresses(len(p)) && (op == ws.OpText || op == ws.OpBinary) {
+		if z := compress(p); z != nil {
+			w.B = c.appendFrame(w.B, op, rsv1, z.b)
+			w.Count += int64(len(z.b))
+			z.release()
+			return
+		}
+	}
 	w.B = c.appendFrame(w.B, op, 0, p)
 	w.Count += int64(len(p))
 }
@@ -37,6 +46,26 @@ func (c *Conn) SendBatch(ctx context.Context, b *sendq.Batch) (int, error) {
 	c.q.AddLocked(n)
 	c.mu.Unlock()
 	return msgs, nil
+}
+
+// QueueBatch is SendBatch for a caller that keeps what could not be
+// queued: it queues all of b's messages and empties b, or, with the error,
+// none, b still holding them for the caller to send elsewhere or drop. The
+// upstream side uses it: app messages a lost connection refused go to the
+// session's outbox instead.
+func (c *Conn) QueueBatch(ctx context.Context, b *sendq.Batch) error {
+	n := b.Bytes()
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := c.q.Reserve(ctx, n); err != nil {
+		return err
+	}
+	w, _ := b.Take()
+	c.queueLocked(w)
+	c.q.AddLocked(n)
+	c.mu.Unlock()
+	return nil
 }
 
 // queueLocked adds the frames of w at the end of the queue: copied into the

@@ -84,6 +84,14 @@ type Conn struct {
 	// when unknown.
 	ahead  ws.Header
 	aheadN int
+	// frame is the last message's one frame as it arrived, header
+	// included, when readWhole returned it in place (Frame); nil
+	// otherwise. A masked frame's payload is unmasked in place for the
+	// caller while frameOpen is true, and masked again by Frame.
+	frame     []byte
+	frameHdr  int
+	frameMask [4]byte
+	frameOpen bool
 	// inflater holds permessage-deflate's reader state, from the first
 	// compressed message on.
 	inflater *inflater
@@ -178,6 +186,9 @@ type reader interface {
 	buffered() []byte
 	// consume drops n of the bytes buffered returned.
 	consume(n int)
+	// fill waits for bytes when nothing is buffered, and buffers what
+	// arrived.
+	fill() error
 	// stop gives back the buffer, for a reader that will not read again.
 	stop()
 }

@@ -33,6 +33,21 @@ func (c *Conn) ReadMessageFlushing(flush func()) (op ws.OpCode, p []byte, err er
 	}
 	c.dropMessage() // the last one's payload is no longer valid
 	op, p, done, err := c.readWhole()
+	if !done && len(c.bufferedBytes()) == 0 {
+		// Nothing buffered: the read waits, so the batch goes first. The
+		// next burst then starts in the buffer, and its first message (a
+		// lone one, in sparse traffic) is read in place like the rest,
+		// with its frame (Frame).
+		if flush != nil {
+			flush()
+			flush = nil
+		}
+		if err = c.br.fill(); err == nil {
+			op, p, done, err = c.readWhole()
+		} else {
+			done = true
+		}
+	}
 	if !done {
 		if flush != nil && !c.MessageBuffered() {
 			flush()
@@ -61,6 +76,7 @@ func (c *Conn) dropMessage() {
 		c.msgBuf = nil
 	}
 	c.msg = nil
+	c.frame, c.frameOpen = nil, false
 	if z := c.inflater; z != nil && z.outBuf != nil {
 		c.giveBack(z.outBuf)
 		z.outBuf = nil
@@ -117,8 +133,10 @@ func (c *Conn) readWhole() (op ws.OpCode, p []byte, done bool, err error) {
 	p = b[n : n+int(h.Length)]
 	c.consume(n + len(p))
 	c.ahead, c.aheadN, _ = c.wholeFrame(b[n+len(p):])
+	c.frame, c.frameHdr = b[:n+len(p)], n
 	if h.Masked {
 		ws.Cipher(p, h.Mask, 0)
+		c.frameMask, c.frameOpen = h.Mask, true
 	}
 	if h.OpCode == ws.OpText && !utf8.Valid(p) {
 		return 0, nil, true, c.protocolError(ws.StatusInvalidFramePayloadData, "invalid UTF-8 in text message")

@@ -22,7 +22,8 @@ func (c trickleConn) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p)
 // FuzzReadInPlace holds the in-place read of a message sitting whole in the
 // read buffer to the general path: the same bytes, read with a buffer that
 // holds the whole input and with one that never holds a whole frame, give the
-// same messages and end with the same error.
+// same messages and end with the same error; and the frame an in-place
+// message keeps for passing on carries that message.
 func FuzzReadInPlace(f *testing.F) {
 	f.Add(append(ws.MustCompileFrame(ws.NewTextFrame([]byte("hello"))),
 		ws.MustCompileFrame(ws.NewBinaryFrame(bytes.Repeat([]byte("b"), 300)))...), true, true)
@@ -42,7 +43,9 @@ func FuzzReadInPlace(f *testing.F) {
 	})
 }
 
-// readTrace reads c to its first error and describes what it read.
+// readTrace reads c to its first error and describes what it read. A
+// message's frame (Frame) that does not carry the message shows in the
+// description too.
 func readTrace(c *wsconn.Conn) string {
 	defer func() {
 		c.Abort()
@@ -65,5 +68,13 @@ func readTrace(c *wsconn.Conn) string {
 			return b.String()
 		}
 		fmt.Fprintf(&b, "%v %q\n", op, p)
+		// The frame, when the message has one, carries the very message.
+		want := bytes.Clone(p)
+		if f := c.Frame(); f != nil {
+			fop, fp := wsconn.FrameMessage(bytes.Clone(f))
+			if fop != op || !bytes.Equal(fp, want) {
+				fmt.Fprintf(&b, "its frame carries %v %q\n", fop, fp)
+			}
+		}
 	}
 }

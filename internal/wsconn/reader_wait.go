@@ -53,8 +53,13 @@ func (s *waitReader) Read(p []byte) (int, error) {
 }
 
 // fill waits for a byte without a buffer, then borrows one for it and for
-// what else has arrived (or arrives first).
+// what else has arrived (or arrives first). It is called with nothing
+// buffered: a buffer still held was read in place, and goes back first.
 func (s *waitReader) fill() error {
+	if s.err != nil {
+		return s.err
+	}
+	s.stop()
 	if _, err := s.read(s.one[:]); err != nil {
 		return err
 	}

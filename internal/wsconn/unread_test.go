@@ -1,9 +1,6 @@
 package wsconn_test
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"runtime"
 	"testing"
@@ -11,7 +8,6 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/tetherproxy/tether/internal/wsconn"
-	"github.com/tetherproxy/tether/upstream/upstreamtest"
 )
 
 // Unread counts what the peer sent and the reader has not read yet, in the
@@ -52,24 +48,7 @@ func TestUnread(t *testing.T) {
 // that feeds it frames.
 func tlsSide(t *testing.T) (*wsconn.Conn, net.Conn) {
 	t.Helper()
-	cfg, certPEM, err := upstreamtest.SelfSignedTLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(certPEM)
 	p := newRawPair(t)
-	server := tls.Server(p.server, cfg)
-	client := tls.Client(p.client, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- server.HandshakeContext(ctx) }()
-	if err := client.HandshakeContext(ctx); err != nil {
-		t.Fatalf("TLS handshake: %v", err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("TLS handshake (server): %v", err)
-	}
+	server, client := tlsPair(t, p.server, p.client)
 	return wrap(t, server, nil, wsconn.Options{}), client
 }

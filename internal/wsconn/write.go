@@ -21,7 +21,7 @@ import (
 // sent so when that makes it smaller; the queue counts its compressed
 // size.
 func (c *Conn) Send(ctx context.Context, op ws.OpCode, p []byte) error {
-	if d := c.opts.Deflate; d != nil && d.Compress && len(p) >= CompressMinBytes && (op == ws.OpText || op == ws.OpBinary) {
+	if c.compresses(len(p)) && (op == ws.OpText || op == ws.OpBinary) {
 		if z := compress(p); z != nil {
 			defer z.release()
 			return c.send(ctx, op, rsv1, z.b)
