@@ -46,10 +46,11 @@ type sseConn struct {
 const keepMessageCap = 64 << 10
 
 // newSSEConn wraps a response body already checked to be an event stream,
-// with the format and limit opts set. lastEventID is the ID the request
-// resumed from: the stream starts with it, as a browser's EventSource does
+// with the format and limit opts set; the event being parsed counts on acct
+// (the Client's Session.Account). lastEventID is the ID the request resumed
+// from: the stream starts with it, as a browser's EventSource does
 // (sse.Options.LastEventID).
-func newSSEConn(body io.ReadCloser, cancel context.CancelFunc, opts Options, lastEventID string) *sseConn {
+func newSSEConn(body io.ReadCloser, cancel context.CancelFunc, opts *Options, acct *budget.Account, lastEventID string) *sseConn {
 	in := &arrivals{src: body}
 	in.touch()
 	return &sseConn{
@@ -59,7 +60,7 @@ func newSSEConn(body io.ReadCloser, cancel context.CancelFunc, opts Options, las
 		r: sse.NewReader(in, sse.Options{
 			MaxEventSize: eventLimit(opts.MaxMessageBytes),
 			LastEventID:  lastEventID,
-			Held:         eventHeld(opts.Account),
+			Held:         eventHeld(acct),
 		}),
 		format: opts.SSEFormat,
 		done:   make(chan struct{}),

@@ -82,7 +82,7 @@ func (c *Client) dialSSE(ctx context.Context, gen uint64) (*Conn, error) {
 		cancel()
 		return nil, err
 	}
-	return &Conn{gen: gen, ws: newSSEConn(resp.Body, cancel, *c.opts, c.lastEventID)}, nil
+	return &Conn{gen: gen, ws: newSSEConn(resp.Body, cancel, c.opts, c.sess.Account, c.lastEventID)}, nil
 }
 
 // streamHeader is an event stream request's header: what EventSource sends
