@@ -17,14 +17,13 @@ import (
 
 // What an idle WebSocket session may cost, from what it cost when this test
 // was written (docs/performance.md "What is left of an idle session"): 3
-// goroutines, the state machine's parked on its first 2 KiB stack and the
-// two readers' on 4 KiB (the first read of a socket needs more than 2 KiB,
-// in wsconn), and 12.3 KiB of heap, of which about 0.5 KiB are the test's
-// own two sockets of each session. Each bound is the measured figure plus
-// less than one more 2 KiB stack, or 0.7 KiB of heap: one goroutine more,
-// one stack doubled, or a KiB more held per session fails.
+// goroutines, each parked on its first 2 KiB stack (6.1 KiB counted), and
+// 11.9 KiB of heap, of which about 0.5 KiB are the test's own two sockets
+// of each session. Each bound is the measured figure plus less than one
+// more 2 KiB stack, or about 1 KiB of heap: one goroutine more, one stack
+// doubled, or a KiB more held per session fails.
 const (
-	idleStackLimit = 11 << 10
+	idleStackLimit = 7 << 10
 	idleHeapLimit  = 13 << 10
 )
 
