@@ -318,9 +318,16 @@ func newTetherOn(t *testing.T, upstreamURL string, mutate func(*proxy.Options),
 	if wrapLn != nil {
 		ln = wrapLn(ln)
 	}
+	t.Cleanup(serve(t, srv, ln))
+	return &tetherEnv{srv: srv, url: url, states: states}
+}
+
+// serve runs srv on ln and returns what stops it: a Shutdown bounded by
+// testTimeout, then Serve's return, each checked.
+func serve(t *testing.T, srv *proxy.Server, ln net.Listener) (stop func()) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
+	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
 		if err := srv.Shutdown(ctx, 0); err != nil {
@@ -329,8 +336,7 @@ func newTetherOn(t *testing.T, upstreamURL string, mutate func(*proxy.Options),
 		if err := <-served; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
-	})
-	return &tetherEnv{srv: srv, url: url, states: states}
+	}
 }
 
 // noHeartbeat turns dead-connection detection off, for tests about something

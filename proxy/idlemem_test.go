@@ -88,22 +88,14 @@ func newIdleEnv(t *testing.T, sessions int) *idleEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	stop := serve(t, srv, ln)
 	e := &idleEnv{srv: srv, url: "ws://" + ln.Addr().String() + "/", up: up, goros: tetherGoroutines()}
 	t.Cleanup(func() {
 		for _, a := range e.apps {
 			_ = a.Close()
 		}
 		up.close()
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx, 0); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
+		stop()
 	})
 	return e
 }

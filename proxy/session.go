@@ -351,15 +351,24 @@ func (sess *Session) logAppEnd(err error) {
 //
 // An SSE upstream takes no messages: they are dropped (sseupstream.go).
 func (sess *Session) fromApp(op ws.OpCode, data []byte) {
+	if m, ok := sess.classify(op, data); ok {
+		sess.route(&m)
+	}
+}
+
+// classify is an app message with its class, when the protocol reads app
+// messages; false when the upstream takes none, the message dropped and
+// counted (read-only).
+func (sess *Session) classify(op ws.OpCode, data []byte) (appMessage, bool) {
 	if sess.srv.readOnly {
 		sess.readOnly.drop(sess.srv.opts.Metrics, sess.log, len(data))
-		return
+		return appMessage{}, false
 	}
-	m := &appMessage{op: op, data: data}
+	m := appMessage{op: op, data: data}
 	if rs := &sess.srv.rules; rs.caps.ReadsApp {
 		m.class = rs.proto.App(data)
 	}
-	sess.route(m)
+	return m, true
 }
 
 // route sends or queues m, after what the reader batched (upbatch.go).

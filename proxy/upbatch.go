@@ -43,18 +43,16 @@ const upBatchBytes = 16 << 10
 // one joins the batch for the live connection, in its frame when it has
 // one; any other takes fromApp's path.
 func (sess *Session) fromAppWhole(op ws.OpCode, data []byte) {
-	if sess.srv.readOnly {
-		sess.readOnly.drop(sess.srv.opts.Metrics, sess.log, len(data))
+	msg, ok := sess.classify(op, data)
+	if !ok {
 		return
 	}
-	m := &appMessage{op: op, data: data}
-	if rs := &sess.srv.rules; rs.caps.ReadsApp {
-		// Compared only when the protocol read it: the comparison of
-		// its strings showed in the profile of every message.
-		if m.class = rs.proto.App(data); m.class != (protocol.App{}) {
-			sess.route(m)
-			return
-		}
+	m := &msg
+	// Compared only when the protocol read it: the comparison of its
+	// strings showed in the profile of every message.
+	if sess.srv.rules.caps.ReadsApp && m.class != (protocol.App{}) {
+		sess.route(m)
+		return
 	}
 	// Decided under the lock that decides whether a connection is live,
 	// like every other message: queued in the outbox when none is.
