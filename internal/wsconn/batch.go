@@ -44,7 +44,7 @@ func (c *Conn) SendBatch(ctx context.Context, b *sendq.Batch) (int, error) {
 	}
 	c.queueLocked(w)
 	c.q.AddLocked(n)
-	c.mu.Unlock()
+	c.unlockQueued(true)
 	return msgs, nil
 }
 
@@ -64,7 +64,7 @@ func (c *Conn) QueueBatch(ctx context.Context, b *sendq.Batch) error {
 	w, _ := b.Take()
 	c.queueLocked(w)
 	c.q.AddLocked(n)
-	c.mu.Unlock()
+	c.unlockQueued(true)
 	return nil
 }
 

@@ -28,8 +28,9 @@ type Options struct {
 	// means DefaultQueueBytes. One message larger than the bound is still accepted
 	// when the queue is empty.
 	QueueBytes int64
-	// WriteTimeout bounds each flush to the socket. Zero means no deadline: the
-	// owner detects a stuck peer itself (heartbeat) and calls Abort.
+	// WriteTimeout bounds each flush to the socket by the writer goroutine
+	// (an inline write never waits). Zero means no deadline: the owner
+	// detects a stuck peer itself (heartbeat) and calls Abort.
 	WriteTimeout time.Duration
 	// CloseWait bounds how long Close waits for queued data to be written and for
 	// the peer's close frame before it closes TCP. Zero means DefaultCloseWait.
@@ -105,9 +106,10 @@ type Conn struct {
 	info     tcpInfo
 	infoOnce sync.Once
 
-	// Writer side. The writer goroutine exists only while something is
-	// queued (wakeWriter starts it, take ends it), so an idle connection
-	// costs no goroutine, and no stack, for its writer.
+	// Writer side. The writer is the caller that queued a burst's first
+	// bytes, writing inline, and a goroutine only for what the socket did
+	// not take at once (write.go), so an idle connection costs no
+	// goroutine, and no stack, for its writer.
 	quit      chan struct{} // closed by Abort
 	done      chan struct{} // closed when the writer has exited and TCP is closed
 	peerClose chan struct{} // closed when the reader has seen the peer's close
@@ -131,10 +133,10 @@ type Conn struct {
 	writeErr    error
 	// writing is true from the writer's start to its exit; aborted once
 	// Abort has closed the socket. Whichever of the writer's exit and Abort
-	// comes second closes done.
-	writing, aborted bool
-	// spare is the writer's emptied segment list, kept between its runs.
-	spare []*sendq.Buf
+	// comes second closes done. woken: the queueing in this critical
+	// section made its caller the writer (wakeWriter).
+	writing, aborted, woken bool
+	w                       writer // the writer's own state (write.go)
 }
 
 // epoch anchors lastRead on the monotonic clock.

@@ -17,7 +17,7 @@
 //     before any read that may wait: a reader that batches what it forwards
 //     passes its batch on then.
 //   - Writing: every frame, data or control, is written by the connection's single
-//     writer goroutine. Send encodes the message straight into the queue (pooled
+//     writer. Send encodes the message straight into the queue (pooled
 //     buffers of whole frames, under one lock), so callers may reuse theirs and a
 //     message costs one copy and no channel operation; the queue is bounded by
 //     QueueBytes and Send blocks beyond it, which is how backpressure reaches the
@@ -26,9 +26,15 @@
 //     messages into a sendq.Batch and SendBatch queues it under one lock, for a
 //     reader forwarding a burst. The writer takes the whole queue at once and
 //     writes it segment by segment (64 KiB), a ping or pong going ahead of the
-//     next segment, and exits when nothing is queued (the next Send starts it
-//     again): sparse traffic costs one write per message, a backlog is written
-//     in large writes, and an idle connection has no writer goroutine.
+//     next segment, and stops when nothing is queued: sparse traffic costs one
+//     write per message, a backlog is written in large writes, and an idle
+//     connection has no writer goroutine. The writer is the caller whose Send,
+//     SendBatch or Ping found it idle: it writes inline, with writes that never
+//     wait (one write(2) each, on a socket that gives its descriptor), so a
+//     reader forwarding a burst writes it on its own thread. What the socket
+//     does not take at once, the close frame and its CloseWait, pongs (the
+//     reader's), and every write of a TLS socket go to a writer goroutine,
+//     started then and gone once the queue is empty.
 //   - Memory: the read buffer is borrowed from a pool while bytes wait in it
 //     and given back before the reader waits (a plain socket is waited on
 //     through the runtime's poller, a TLS one with a one-byte read), the
@@ -45,8 +51,9 @@
 // Concurrency contract: ReadMessage, ReadMessageFlushing and MessageBuffered must be
 // called from one goroutine at a time (the connection's reader). Send, SendBatch,
 // Append, Ping, Close, Abort, LastRead, WriteProgress, Unread, Held, Done and Err are safe
-// for concurrent use; a Batch itself belongs to one goroutine at a time. The writer
-// goroutine is owned by the Conn and runs only while something is queued: none is
-// left after Close has finished its handshake or after Abort, and Done is closed
-// then.
+// for concurrent use, and none of them waits on a slow peer (Send and SendBatch
+// wait only for room in the queue); a Batch itself belongs to one goroutine at a
+// time. The writer goroutine is owned by the Conn and runs only while something is
+// queued that the socket did not take inline: none is left after Close has finished
+// its handshake or after Abort, and Done is closed then.
 package wsconn

@@ -38,7 +38,7 @@ func (c *Conn) send(ctx context.Context, op ws.OpCode, rsv byte, p []byte) error
 	}
 	c.appendLocked(op, rsv, p).Count += n
 	c.q.AddLocked(n)
-	c.mu.Unlock()
+	c.unlockQueued(true)
 	return nil
 }
 
@@ -98,18 +98,34 @@ func appendHeader(b []byte, op ws.OpCode, rsv byte, n int64, masked bool) []byte
 	return b
 }
 
-// wakeWriter starts the writer goroutine (sendq.Options.Wake): the queue
-// calls it with c.mu held, once per burst, and the writer takes everything
-// queued when it looks, until it finds nothing and exits. Starting a
-// goroutine costs about what waking a parked one does, and a connection
-// between bursts, which is most of tether's connections most of the time,
-// then holds no writer stack. After Abort nothing is written any more.
+// wakeWriter makes the caller that queued the first bytes of a burst the
+// writer (sendq.Options.Wake): the queue calls it with c.mu held, and the
+// caller writes what is queued as it unlocks (unlockQueued, writeNow). So a
+// reader forwarding a burst writes it on its own thread, as nginx does,
+// where starting a writer goroutine per burst woke another thread for it.
+// After Abort nothing is written any more.
 func (c *Conn) wakeWriter() {
 	if c.aborted {
 		return
 	}
 	c.writing = true
-	go c.writeLoop()
+	c.woken = true
+}
+
+// unlockQueued unlocks c.mu after queueing. When that queueing woke the
+// writer, the caller is the writer now: it writes inline (writeNow), or
+// starts the writer goroutine.
+func (c *Conn) unlockQueued(inline bool) {
+	woken := c.woken
+	c.woken = false
+	c.mu.Unlock()
+	switch {
+	case !woken:
+	case inline:
+		c.writeNow()
+	default:
+		go c.writeLoop()
+	}
 }
 
 // Ping queues a ping with payload p (at most 125 bytes). Pings are dropped rather
@@ -130,14 +146,15 @@ const maxControlFrames = 4
 // queued.
 func (c *Conn) queueControl(op ws.OpCode, p []byte) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.q.Closed() {
+		c.mu.Unlock()
 		return
 	}
 	if c.ctrlFrames >= maxControlFrames {
 		// Only a peer flooding pings fills this queue; answering the latest
 		// ones is enough (RFC 6455 §5.5.3). Counted for the owner's log.
 		c.ctrlDropped++
+		c.mu.Unlock()
 		return
 	}
 	if c.ctrl == nil {
@@ -148,6 +165,11 @@ func (c *Conn) queueControl(op ws.OpCode, p []byte) {
 	c.ctrlUnwritten.Add(int64(len(c.ctrl.B) - before))
 	c.ctrlFrames++
 	c.q.WakeLocked()
+	// A pong is the reader's: it reads on while the writer goroutine writes,
+	// so a peer flooding pings gets them answered a few at a time
+	// (maxControlFrames), the rest dropped, not with a write from the reader
+	// for every ping it reads. A ping is the heartbeat's, written inline.
+	c.unlockQueued(op != ws.OpPong)
 }
 
 // ControlDropped reports the pongs (and pings) not queued because control
@@ -177,14 +199,17 @@ func (c *Conn) sendClose(code ws.StatusCode, reason string) {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.CloseWait))
 	body := closeBody(code, reason)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	// The close frame goes after everything queued, however much a slow peer
 	// has left there, and nothing is queued after it.
 	if !c.q.CloseLocked() {
+		c.mu.Unlock()
 		return // Abort came first: the socket is closed, the queue dropped
 	}
 	c.appendLocked(ws.OpClose, 0, body).Final = true
 	c.q.WakeLocked()
+	// A writer woken now finds only the close frame, and its CloseWait is
+	// the goroutine's to wait.
+	c.unlockQueued(false)
 }
 
 // closeBody builds a close payload, replacing codes that must never be sent
@@ -211,10 +236,11 @@ func (c *Conn) Err() error {
 	return c.writeErr
 }
 
-// writeLoop is the writer goroutine: started when something is queued, it
-// writes until nothing is, and exits. It closes done when it stops the
-// connection (close frame written, or a write failed), and when it finds
-// Abort was called while it ran.
+// writeLoop is the writer goroutine: started when a caller's inline write
+// left something (writeNow), or when the socket cannot be written inline,
+// it writes until nothing is queued, and exits. It closes done when it
+// stops the connection (close frame written, or a write failed), and when
+// it finds Abort was called while it ran.
 func (c *Conn) writeLoop() {
 	if !c.drain() {
 		c.ended() // Abort ran while c.writing: done is the writer's to close
@@ -226,9 +252,11 @@ func (c *Conn) writeLoop() {
 // The queued bytes go back to Options.Account at once: an upstream session
 // replaces a lost connection with a new one on the same account, and what
 // the lost one never wrote, nor what its reader held, must not stay counted
-// with it. The writer's own list is not here (drain dropped it), but its
-// count is in the queue's.
+// with it. What the writer took and did not write is counted in the
+// queue's count too. Only the writer calls it, or Abort when there is none,
+// so c.w is the caller's.
 func (c *Conn) ended() {
+	c.w.drop()
 	c.dropQueued()
 	c.held.end() // the reader's buffers too, whether or not it reads again
 	close(c.done)
@@ -248,55 +276,116 @@ func (c *Conn) dropQueued() {
 	}
 }
 
-// drain writes the queue until it is empty. Each pass takes everything queued
-// at once, so a backlog goes out in large writes and a lone message in one;
-// segments bound each write so a control frame waits for one segment at most.
-// It returns true when it found the queue empty and the connection not
-// aborted, false once the writer must stop (close frame written, a write
-// failed, or aborted).
-func (c *Conn) drain() bool {
-	var written []*sendq.Buf
-	for {
-		ctrl, segs, ok, aborted := c.take(written)
-		if !ok {
-			return !aborted
+// inlinePasses bounds how many times a caller writing inline takes the
+// queue: what other goroutines queue while it writes is theirs, and after
+// that many passes it goes to the writer goroutine, so the caller gets
+// back to its own work (reading its socket) in bounded time.
+const inlinePasses = 2
+
+// writeNow runs on the caller whose queueing woke the writer: it is the
+// writer now. It writes what is queued with writes that never wait
+// (rawWriter), so the caller, often the reader of the other socket, goes on
+// reading whatever this peer does. What the socket does not take at once
+// goes to the writer goroutine, from the byte it stopped at: the rest of
+// a partial write, a backlog behind a slow peer, the close frame and its
+// CloseWait, all the writes of a socket without a descriptor (TLS).
+func (c *Conn) writeNow() {
+	if !c.w.probed {
+		c.w.raw, c.w.probed = newRawWriter(c.nc), true
+	}
+	if c.w.raw == nil {
+		go c.writeLoop()
+		return
+	}
+	ok, aborted := c.take()
+	for pass := 0; ok; pass++ {
+		if pass == inlinePasses {
+			go c.writeLoop() // it writes what take took first
+			return
 		}
-		if !c.writeControl(ctrl) {
-			return false
+		switch c.flush(true) {
+		case stalled:
+			go c.writeLoop()
+			return
+		case stopped:
+			c.ended()
+			return
 		}
-		for i, w := range segs {
-			segs[i] = nil
-			if i > 0 && !c.writeControl(c.takeControl()) {
-				sendq.PutBuf(w)
-				return false
-			}
-			if !c.writeSegment(w) {
-				return false
-			}
-		}
-		written = segs
+		ok, aborted = c.take()
+	}
+	if aborted {
+		c.ended() // Abort ran while c.writing: done is the writer's to close
 	}
 }
 
-// take swaps the queue for the writer's emptied list (written, or the one
-// kept from its last run). When nothing is queued it marks the writer idle,
-// so the next Send starts it again, keeps the list, and returns false, with
-// aborted telling whether Abort ran while the writer did.
-func (c *Conn) take(written []*sendq.Buf) (ctrl *sendq.Buf, segs []*sendq.Buf, ok, aborted bool) {
+// drain writes the queue until it is empty, starting with what the writer
+// holds already (what an inline write left). Each pass takes everything
+// queued at once, so a backlog goes out in large writes and a lone message
+// in one. It returns true when it found the queue empty and the connection
+// not aborted, false once the writer must stop (close frame written, a
+// write failed, or aborted).
+func (c *Conn) drain() bool {
+	for {
+		if !c.w.holds() {
+			ok, aborted := c.take()
+			if !ok {
+				return !aborted
+			}
+		}
+		if c.flush(false) != flushed {
+			return false
+		}
+	}
+}
+
+// writer is the writer's own state: what it took from the queue and has
+// not written yet. Whoever set c.writing owns it (a caller writing inline,
+// then the writer goroutine it started), so it needs no lock: c.writing
+// changes hands under c.mu.
+type writer struct {
+	ctrl *sendq.Buf   // control frames, written ahead of segs
+	segs []*sendq.Buf // data segments in order; segs[:next] are written (nil)
+	next int
+	off  int // bytes written of the buffer being written: ctrl, or segs[next]
+	// raw is the socket's inline write; probed once it was looked for,
+	// nil after that when the socket has none.
+	raw    *rawWriter
+	probed bool
+}
+
+func (w *writer) holds() bool { return w.ctrl != nil || w.next < len(w.segs) }
+
+// drop lets go of what the writer holds, for a connection that ended.
+func (w *writer) drop() {
+	if w.ctrl != nil {
+		sendq.PutBuf(w.ctrl)
+		w.ctrl = nil
+	}
+	for ; w.next < len(w.segs); w.next++ {
+		sendq.PutBuf(w.segs[w.next])
+		w.segs[w.next] = nil
+	}
+	w.off = 0
+}
+
+// take hands everything queued to the writer (c.w), which holds nothing,
+// and gives the queue the writer's emptied segment list. When nothing is
+// queued it marks the writer idle instead, so that the next Send makes a
+// writer again, and returns false, with aborted telling whether Abort ran
+// while the writer did.
+func (c *Conn) take() (ok, aborted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if written == nil {
-		written, c.spare = c.spare, nil
-	}
 	if c.ctrl == nil && len(c.segs) == 0 {
-		c.spare = written[:0]
 		c.q.IdleLocked()
 		c.writing = false
-		return nil, nil, false, c.aborted
+		return false, c.aborted
 	}
-	ctrl, segs = c.ctrl, c.segs
-	c.ctrl, c.ctrlFrames, c.segs = nil, 0, written[:0]
-	return ctrl, segs, true, false
+	w := &c.w
+	w.ctrl, c.ctrl, c.ctrlFrames = c.ctrl, nil, 0
+	w.segs, c.segs = c.segs, w.segs[:0]
+	w.next, w.off = 0, 0
+	return true, false
 }
 
 func (c *Conn) takeControl() *sendq.Buf {
@@ -307,38 +396,112 @@ func (c *Conn) takeControl() *sendq.Buf {
 	return ctrl
 }
 
-// writeControl writes queued control frames, if any.
-func (c *Conn) writeControl(ctrl *sendq.Buf) bool {
-	if ctrl == nil {
-		return true
+// flushResult is what flush did with what the writer holds.
+type flushResult int
+
+const (
+	flushed flushResult = iota // written, all of it
+	stopped                    // the writer stops: a write failed, or the close frame is written
+	stalled                    // an inline write left the rest, held, to the writer goroutine
+)
+
+// flush writes what the writer holds: control frames first, then the
+// segments in order, control frames queued meanwhile going ahead of each
+// next segment, so a ping or pong waits for one segment (64 KiB) at most.
+// Inline (nb), it stalls at the first write the socket does not take whole,
+// and before the close frame, whose CloseWait is the goroutine's to wait.
+func (c *Conn) flush(nb bool) flushResult {
+	w := &c.w
+	if r := c.writeControl(nb); r != flushed {
+		return r
 	}
-	err := c.writeOut(ctrl.B)
+	for w.next < len(w.segs) {
+		if w.next > 0 && w.off == 0 {
+			w.ctrl = c.takeControl()
+			if r := c.writeControl(nb); r != flushed {
+				return r
+			}
+		}
+		if nb && w.segs[w.next].Final {
+			return stalled
+		}
+		if r := c.writeSegment(nb); r != flushed {
+			return r
+		}
+	}
+	return flushed
+}
+
+// writeControl writes the control frames the writer holds, if any.
+func (c *Conn) writeControl(nb bool) flushResult {
+	ctrl := c.w.ctrl
+	if ctrl == nil {
+		return flushed
+	}
+	done, err := c.writeBuf(ctrl.B, nb)
+	if !done {
+		return stalled
+	}
+	c.w.ctrl = nil
 	c.ctrlUnwritten.Add(-int64(len(ctrl.B)))
 	sendq.PutBuf(ctrl)
 	if err != nil {
 		c.failWrite(err)
-		return false
+		return stopped
 	}
-	return true
+	return flushed
 }
 
-// writeSegment writes one segment and frees its bytes in the queue.
-func (c *Conn) writeSegment(w *sendq.Buf) bool {
-	err := c.writeOut(w.B)
-	if w.Count > 0 {
-		c.q.Release(w.Count)
+// writeSegment writes the writer's next segment and frees its bytes in the
+// queue.
+func (c *Conn) writeSegment(nb bool) flushResult {
+	w := &c.w
+	seg := w.segs[w.next]
+	done, err := c.writeBuf(seg.B, nb)
+	if !done {
+		return stalled
 	}
-	isClose := w.Final
-	sendq.PutBuf(w)
+	w.segs[w.next] = nil
+	w.next++
+	if seg.Count > 0 {
+		c.q.Release(seg.Count)
+	}
+	isClose := seg.Final
+	sendq.PutBuf(seg)
 	switch {
 	case err != nil:
 		c.failWrite(err)
-		return false
+		return stopped
 	case isClose:
 		c.finishClose()
-		return false
+		return stopped
 	}
-	return true
+	return flushed
+}
+
+// writeBuf writes b from c.w.off on. The writer goroutine writes the rest
+// whole or fails (writeOut). Inline (nb), one write that never waits:
+// done is false, with c.w.off moved past what it wrote, when the socket
+// took less than the rest, or could not be written at all (closed, a
+// deadline passed), which the goroutine's own write then meets and
+// reports. err is the failure of a write, done then true.
+func (c *Conn) writeBuf(b []byte, nb bool) (done bool, err error) {
+	w := &c.w
+	if !nb {
+		err = c.writeOut(b[w.off:])
+		w.off = 0
+		return true, err
+	}
+	n, ok, err := w.raw.tryWrite(b[w.off:])
+	if !ok {
+		return false, nil
+	}
+	if err == nil && w.off+n < len(b) {
+		w.off += n
+		return false, nil
+	}
+	w.off = 0
+	return true, err
 }
 
 // writeOut writes b whole, within WriteTimeout when one is set. Once closing,

@@ -1,0 +1,135 @@
+package wsconn_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+
+	"github.com/gobwas/ws"
+
+	"github.com/tetherproxy/tether/internal/sendq"
+	"github.com/tetherproxy/tether/internal/wsconn"
+)
+
+// goroutinesCreated returns a reader of the runtime's count of goroutines
+// created since the program started; the test is skipped where the runtime
+// does not count them.
+func goroutinesCreated(t *testing.T) func() uint64 {
+	t.Helper()
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		t.Skip("this runtime does not count the goroutines it creates")
+	}
+	return func() uint64 {
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+}
+
+// A burst that finds the writer idle is written by the goroutine that
+// queued it, as nginx writes on the thread that read: when Send, SendBatch
+// or Ping returns, the frame is in the kernel (nothing counted as queued)
+// and no goroutine was started for it. A writer goroutine started per
+// burst cost a thread wake-up per burst (issue 17's profile). Each round is
+// a burst of its own: the peer reads the frame before the next is queued.
+func TestBurstWrittenInline(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("inline writes need a write that never waits (unix)")
+	}
+	const rounds = 90
+	created := goroutinesCreated(t)
+	srv, peer := serverSide(t, wsconn.Options{})
+	runtime.GC() // the collector's workers start with its first cycle: before the count
+	before := created()
+	for i := range rounds {
+		want := pattern(i, 1<<10)
+		op := ws.OpBinary
+		switch i % 3 {
+		case 0:
+			mustSend(t, srv, op, want)
+		case 1:
+			var b sendq.Batch
+			srv.Append(&b, op, want)
+			if _, err := srv.SendBatch(context.Background(), &b); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			op, want = ws.OpPing, want[:125]
+			if err := srv.Ping(want); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if q := srv.Queued(); q != 0 {
+			t.Fatalf("round %d: %d bytes still queued when the call returned, want them written by it", i, q)
+		}
+		f := mustReadFrame(t, peer, false)
+		if f.hdr.OpCode != op || !bytes.Equal(f.payload, want) {
+			t.Fatalf("round %d: got op %v, %d bytes; want op %v, %d bytes", i, f.hdr.OpCode, len(f.payload), op, len(want))
+		}
+	}
+	// None is expected; the runtime may start one or two of its own (a
+	// collection's cleanups) meanwhile, nothing like one per burst.
+	if n := created() - before; n > rounds/10 {
+		t.Fatalf("%d goroutines started for %d bursts, want none: each burst should be written by its caller", n, rounds)
+	}
+}
+
+// A peer that stops reading: the inline write takes what the socket has
+// room for and returns, never waiting for the peer, and the rest (the
+// remainder of a frame cut by a partial write, the frames behind it, a
+// ping queued meanwhile) goes out through the writer goroutine once the
+// peer reads again: whole frames, data in order, the ping between two of
+// them, and the queue's count, and the budget's, back to zero.
+func TestInlineLeavesRestToWriter(t *testing.T) {
+	acct := newAccount(t, 64<<20, 16<<20)
+	p := newRawPair(t)
+	shrinkSendBuffer(t, p.server)
+	if err := p.client.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	srv := wrap(t, p.server, nil, wsconn.Options{QueueBytes: 8 << 20, Account: acct})
+	// The socket buffers take some tens of KiB with the peer not reading:
+	// these sizes leave most of every message to the writer goroutine. A
+	// Send that waited for the peer would wait for ever here (the test's
+	// goroutine is the peer), and fail at the sockets' deadline.
+	msgs := [][]byte{pattern(1, 1<<20), pattern(2, 100), pattern(3, 300<<10)}
+	for i, m := range msgs {
+		mustSend(t, srv, ws.OpBinary, m)
+		if i == 0 {
+			if err := srv.Ping([]byte("behind")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if q := srv.Queued(); q == 0 {
+		t.Fatal("nothing queued behind a peer that does not read: the sizes no longer test a partial write")
+	}
+	pings := 0
+	for i := 0; i < len(msgs); {
+		f := mustReadFrame(t, p.client, false)
+		if f.hdr.OpCode == ws.OpPing {
+			if pings++; pings > 1 || !bytes.Equal(f.payload, []byte("behind")) {
+				t.Fatalf("ping %d with payload %q, want one with \"behind\"", pings, f.payload)
+			}
+			continue
+		}
+		if f.hdr.OpCode != ws.OpBinary || !bytes.Equal(f.payload, msgs[i]) {
+			t.Fatalf("message %d: got op %v, %d bytes; want binary, %d bytes (equal=%v)", i, f.hdr.OpCode, len(f.payload), len(msgs[i]), bytes.Equal(f.payload, msgs[i]))
+		}
+		i++
+	}
+	if pings != 1 {
+		t.Fatalf("%d pings read, want 1", pings)
+	}
+	waitFor(t, "the queue's count back to zero", func() bool { return srv.Queued() == 0 })
+	if held := acct.Held(); held != 0 {
+		t.Fatalf("the account holds %d bytes with everything written, want 0", held)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatalf("Err() = %v", err)
+	}
+}
