@@ -13,8 +13,9 @@
 //     outside the lock, queued with one Reserve: one lock and at most one
 //     wake-up of the writer per burst.
 //   - One writer, woken once per burst: the first bytes queued for an idle
-//     writer wake it (Options.Wake); the writer takes everything queued when
-//     it looks, and says it is idle (IdleLocked) when it finds nothing.
+//     writer wake it (Options.Wake), or make their caller the writer; the
+//     writer takes everything queued when it looks, and says it is idle
+//     (IdleLocked) when it finds nothing.
 //   - Closing: once closed, Reserve fails with the owner's own error
 //     (Options.Closed), and senders blocked in Reserve return it at once.
 //     What is already queued stays queued: the owner decides whether its
@@ -27,7 +28,9 @@
 // called with that mutex held; the others take it.
 //
 // Buf is the pooled buffer owners encode into, so that the steady state
-// allocates nothing and an idle socket holds no write buffer.
+// allocates nothing and an idle socket holds no write buffer. RawWriter is
+// the write that never waits, for an owner whose callers write what they
+// queued themselves, on their own thread, while the writer is idle.
 //
 // Concurrency contract: a Queue is safe for concurrent use by its senders,
 // its writer and whoever closes it, under the rules above. A Batch belongs

@@ -18,8 +18,10 @@ type Options struct {
 	Closed error
 	// Wake wakes the owner's writer. The Queue calls it with the lock held,
 	// once per burst (the first bytes queued after IdleLocked), so it must
-	// not block: typically a send on a channel of one slot, or nothing when
-	// no writer is there.
+	// not block: typically a send on a channel of one slot, nothing when
+	// no writer is there, or a note that the caller is the writer now, to
+	// write what is queued once it has unlocked (wsconn's callers write
+	// inline).
 	Wake func()
 	// Account, when not nil, is the memory budget's account of the
 	// queue's session (internal/budget): the bytes queued are counted on

@@ -1,12 +1,17 @@
+//go:build unix
+
 package wsconn_test
 
 import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gobwas/ws"
 
@@ -37,12 +42,43 @@ func goroutinesCreated(t *testing.T) func() uint64 {
 // burst cost a thread wake-up per burst (issue 17's profile). Each round is
 // a burst of its own: the peer reads the frame before the next is queued.
 func TestBurstWrittenInline(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("inline writes need a write that never waits (unix)")
+	t.Run("tcp", func(t *testing.T) {
+		srv, peer := serverSide(t, wsconn.Options{})
+		burstsWrittenInline(t, srv, peer)
+	})
+	// An app on a unix socket (TETHER_LISTEN=unix:...) is a WebSocket
+	// Conn on a *net.UnixConn: written inline the same way.
+	t.Run("unix", func(t *testing.T) {
+		a, b := unixPair(t)
+		burstsWrittenInline(t, wrap(t, a, nil, wsconn.Options{}), b)
+	})
+}
+
+// unixPair returns both ends of a connected unix stream socket.
+func unixPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
+	conns := make([]*net.UnixConn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		nc, err := net.FileConn(f) // a copy of the descriptor
+		_ = f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = nc.(*net.UnixConn)
+		_ = nc.SetDeadline(time.Now().Add(testTimeout))
+		t.Cleanup(func() { _ = nc.Close() })
+	}
+	return conns[0], conns[1]
+}
+
+func burstsWrittenInline(t *testing.T, srv *wsconn.Conn, peer net.Conn) {
 	const rounds = 90
 	created := goroutinesCreated(t)
-	srv, peer := serverSide(t, wsconn.Options{})
 	runtime.GC() // the collector's workers start with its first cycle: before the count
 	before := created()
 	for i := range rounds {

@@ -284,14 +284,14 @@ const inlinePasses = 2
 
 // writeNow runs on the caller whose queueing woke the writer: it is the
 // writer now. It writes what is queued with writes that never wait
-// (rawWriter), so the caller, often the reader of the other socket, goes on
+// (sendq.RawWriter), so the caller, often the reader of the other socket, goes on
 // reading whatever this peer does. What the socket does not take at once
 // goes to the writer goroutine, from the byte it stopped at: the rest of
 // a partial write, a backlog behind a slow peer, the close frame and its
 // CloseWait, all the writes of a socket without a descriptor (TLS).
 func (c *Conn) writeNow() {
 	if !c.w.probed {
-		c.w.raw, c.w.probed = newRawWriter(c.nc), true
+		c.w.raw, c.w.probed = sendq.NewRawWriter(c.nc), true
 	}
 	if c.w.raw == nil {
 		go c.writeLoop()
@@ -349,7 +349,7 @@ type writer struct {
 	off  int // bytes written of the buffer being written: ctrl, or segs[next]
 	// raw is the socket's inline write; probed once it was looked for,
 	// nil after that when the socket has none.
-	raw    *rawWriter
+	raw    *sendq.RawWriter
 	probed bool
 }
 
@@ -492,7 +492,7 @@ func (c *Conn) writeBuf(b []byte, nb bool) (done bool, err error) {
 		w.off = 0
 		return true, err
 	}
-	n, ok, err := w.raw.tryWrite(b[w.off:])
+	n, ok, err := w.raw.TryWrite(b[w.off:])
 	if !ok {
 		return false, nil
 	}
