@@ -72,7 +72,8 @@ func TestRawWriterNeverWaits(t *testing.T) {
 
 // A write the kernel refuses is the write's error, as net.Conn.Write
 // returns it; a socket closed here cannot be written at all (ok false),
-// which the owner's writer goroutine then meets itself.
+// which the owner's writer goroutine then meets itself; and a type that
+// wraps a socket gets no RawWriter.
 func TestRawWriterFailures(t *testing.T) {
 	a, b := tcpPair(t)
 	w := NewRawWriter(a)
@@ -84,6 +85,9 @@ func TestRawWriterFailures(t *testing.T) {
 	_, ok, err := w.TryWrite([]byte("x")) // the connection is gone: EPIPE
 	if _, isOp := err.(*net.OpError); !ok || !isOp {
 		t.Fatalf("TryWrite after the peer's reset: ok %v, err %T %v; want true, a *net.OpError", ok, err, err)
+	}
+	if NewRawWriter(struct{ *net.TCPConn }{a}) != nil {
+		t.Fatal("a RawWriter for a type wrapping a socket: its Write would be skipped")
 	}
 	_ = a.Close()
 	if _, ok, err := w.TryWrite([]byte("x")); ok || err != nil {

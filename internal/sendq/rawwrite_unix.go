@@ -24,12 +24,18 @@ type RawWriter struct {
 	err error
 }
 
-// NewRawWriter returns nil when nc does not give its descriptor
-// (syscall.Conn): a TLS connection, whose records only crypto/tls writes, or
-// a wrapper with writes of its own.
+// NewRawWriter returns nil unless nc is a plain TCP or unix socket. A raw
+// write skips nc.Write, so any other type, one that wraps a socket and
+// gives its descriptor included, may do what a raw write would leave out:
+// TLS records, a count, a test's stall.
 func NewRawWriter(nc net.Conn) *RawWriter {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *net.UnixConn:
+		sc = c
+	default:
 		return nil
 	}
 	rc, err := sc.SyscallConn()

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -16,33 +15,13 @@ import (
 
 // stalledTCP is a stalledConn that still shows the kernel its socket, as a
 // writer that has not run does: the kernel's send queue stays empty while
-// frames wait in the Conn's. Its descriptor refuses writes while stalled
-// (stalledRaw), so the inline write leaves them to the writer goroutine,
-// which waits in Write.
+// frames wait in the Conn's.
 type stalledTCP struct {
 	*stalledConn
 	tc *net.TCPConn
 }
 
-func (s stalledTCP) SyscallConn() (syscall.RawConn, error) {
-	rc, err := s.tc.SyscallConn()
-	return stalledRaw{RawConn: rc, s: s.stalledConn}, err
-}
-
-type stalledRaw struct {
-	syscall.RawConn
-	s *stalledConn
-}
-
-// Write refuses as a socket past its write deadline does, until resumed.
-func (r stalledRaw) Write(f func(fd uintptr) bool) error {
-	select {
-	case <-r.s.resumed:
-		return r.RawConn.Write(f)
-	default:
-		return os.ErrDeadlineExceeded
-	}
-}
+func (s stalledTCP) SyscallConn() (syscall.RawConn, error) { return s.tc.SyscallConn() }
 
 // Unwritten reports frames waiting in the queue while the kernel's send
 // queue is empty: not before anything is queued; a message, or a ping, that
