@@ -33,7 +33,7 @@ func (c *LineConn) shutdown() bool {
 		return false
 	}
 	c.q.WakeLocked() // the writer finishes the close once the queue is written
-	c.mu.Unlock()
+	c.unlockQueued(false)
 	// An app that stopped reading must not hold the close up for ever.
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.CloseWait))
 	return true

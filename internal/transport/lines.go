@@ -35,8 +35,11 @@ import (
 // when the app disconnects are not sent (*PartialLineError): a message cut
 // off by a crash must not pass for a whole one.
 //
-// Writing: as wsconn's, one writer goroutine takes the whole queue at once,
-// so a lone message costs one write and a backlog few large ones; the queue
+// Writing: as wsconn's, one writer takes the whole queue at once, so a lone
+// message costs one write and a backlog few large ones. The writer is the
+// caller that queued a burst for an idle writer: it writes inline, with
+// writes that never wait (sendq.RawWriter), and what the socket does not
+// take at once goes to the writer goroutine, as does the close; the queue
 // (a sendq.Queue) holds at most QueueBytes of encoded lines and Send and
 // SendBatch block beyond, which is the back-pressure on upstream reads.
 // Append encodes lines into a batch outside the lock, SendBatch queues them
@@ -81,6 +84,17 @@ type LineConn struct {
 	q     sendq.Queue
 	out   []byte // encoded lines waiting to be written
 	spare []byte // the writer's last buffer, reused for the next queue
+	woken bool   // the queueing in this critical section made its caller the writer
+
+	// The writer's own state, owned by whoever is the writer (a caller
+	// writing inline, then the writer goroutine it kicked): pend is a
+	// buffer taken from the queue and written up to pendOff, left to the
+	// goroutine; raw is the socket's inline write, looked for once
+	// (probed).
+	pend    []byte
+	pendOff int
+	raw     *sendq.RawWriter
+	probed  bool
 
 	warned [2]atomic.Bool // first drop by policy logged: [0] binary, [1] newline
 }

@@ -71,7 +71,7 @@ func (c *LineConn) SendBatch(ctx context.Context, b *sendq.Batch) (int, error) {
 	}
 	c.out = append(c.out, w.B...)
 	c.q.AddLocked(w.Count)
-	c.mu.Unlock()
+	c.unlockQueued(true)
 	for range n {
 		c.opts.Delivered()
 	}
@@ -121,7 +121,7 @@ func (c *LineConn) closeAfter(b *sendq.Batch, code ws.StatusCode, reason string)
 			c.out = append(c.out, w.B...)
 			c.q.AddLocked(w.Count)
 		}
-		c.mu.Unlock()
+		c.unlockQueued(true)
 		sendq.PutBuf(w)
 		for i := 0; queued && i < n; i++ {
 			c.opts.Delivered()
@@ -166,8 +166,31 @@ func appendLine(b []byte, enc lineEncoding, p []byte) []byte {
 	return append(b, '\n')
 }
 
-// wakeWriter wakes the writer goroutine (sendq.Options.Wake).
-func (c *LineConn) wakeWriter() {
+// wakeWriter makes the caller that queued a burst for an idle writer the
+// writer (sendq.Options.Wake; c.mu is held): it writes as it unlocks
+// (unlockQueued). So the session's upstream reader writes a burst on its
+// own thread, where a wake-up of the writer goroutine woke another thread
+// for it.
+func (c *LineConn) wakeWriter() { c.woken = true }
+
+// unlockQueued unlocks c.mu after queueing. When that queueing woke the
+// writer, the caller is the writer now: it writes inline (writeNow), or
+// wakes the writer goroutine.
+func (c *LineConn) unlockQueued(inline bool) {
+	woken := c.woken
+	c.woken = false
+	c.mu.Unlock()
+	switch {
+	case !woken:
+	case inline:
+		c.writeNow()
+	default:
+		c.kick()
+	}
+}
+
+// kick hands the writer's part to the writer goroutine.
+func (c *LineConn) kick() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -177,8 +200,55 @@ func (c *LineConn) wakeWriter() {
 // Queued reports the bytes of lines waiting to be written.
 func (c *LineConn) Queued() int64 { return c.q.Queued() }
 
-// writeLoop is the writer goroutine: woken when something is queued, it
-// writes until nothing is.
+// inlinePasses bounds how many times a caller writing inline takes the
+// queue, as wsconn's does: what others queue meanwhile is theirs, and the
+// caller gets back to reading its own socket in bounded time.
+const inlinePasses = 2
+
+// writeNow runs on the caller whose queueing woke the writer: it is the
+// writer now. It writes what is queued with writes that never wait, so the
+// caller (the session's upstream reader) never parks on an app that reads
+// slowly. The rest of a buffer the socket did not take whole, what is
+// still queued after inlinePasses, the close (its CloseWait), and every
+// write of a socket without a descriptor go to the writer goroutine.
+func (c *LineConn) writeNow() {
+	if !c.probed {
+		c.raw, c.probed = sendq.NewRawWriter(c.nc), true
+	}
+	if c.raw == nil {
+		c.kick()
+		return
+	}
+	for pass := 0; ; pass++ {
+		b, closing := c.take()
+		switch {
+		case b == nil && closing:
+			c.kick() // the goroutine finishes the close
+			return
+		case b == nil:
+			return
+		case pass == inlinePasses:
+			c.pend, c.pendOff = b, 0
+			c.kick()
+			return
+		}
+		n, ok, err := c.raw.TryWrite(b)
+		switch {
+		case err != nil:
+			c.written(b)
+			c.writeFailed(err)
+			return
+		case !ok || n < len(b):
+			c.pend, c.pendOff = b, n
+			c.kick()
+			return
+		}
+		c.written(b)
+	}
+}
+
+// writeLoop is the writer goroutine: kicked when an inline write left
+// something, or to finish the close, it writes until nothing is queued.
 func (c *LineConn) writeLoop() {
 	defer close(c.done)
 	for {
@@ -193,27 +263,35 @@ func (c *LineConn) writeLoop() {
 	}
 }
 
-// drain writes the queue until it is empty, each pass taking all of it. It
-// returns false once the writer must stop: the close finished or a write
-// failed.
+// drain writes the queue until it is empty, starting with what an inline
+// write left, each pass taking all of it. It returns false once the writer
+// must stop: the close finished or a write failed.
 func (c *LineConn) drain() bool {
 	for {
-		b, closing := c.take()
+		b, off := c.pend, c.pendOff
+		c.pend, c.pendOff = nil, 0
 		if b == nil {
-			if closing {
-				c.finishClose()
-				return false
+			var closing bool
+			if b, closing = c.take(); b == nil {
+				if closing {
+					c.finishClose()
+					return false
+				}
+				return true
 			}
-			return true
 		}
-		_, err := c.nc.Write(b)
+		_, err := c.nc.Write(b[off:])
 		c.written(b)
 		if err != nil {
-			c.opts.Log.Debug("write to tcp app failed", zap.Error(err))
-			c.Abort()
+			c.writeFailed(err)
 			return false
 		}
 	}
+}
+
+func (c *LineConn) writeFailed(err error) {
+	c.opts.Log.Debug("write to tcp app failed", zap.Error(err))
+	c.Abort()
 }
 
 // take swaps the queue for the spare buffer. With nothing queued it marks
