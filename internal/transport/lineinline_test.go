@@ -46,10 +46,9 @@ func TestLineWrittenInline(t *testing.T) {
 // count is back to zero.
 func TestLineInlineLeavesRestToWriter(t *testing.T) {
 	c, client, _ := newTestLineConn(t, LineOptions{QueueBytes: 8 << 20, CloseWait: lineTimeout})
-	// Small socket buffers: some tens of KiB go before the app reads.
-	if err := client.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
-		t.Fatal(err)
-	}
+	// A small send buffer: some hundreds of KiB go before the app reads.
+	// (The app's receive buffer stays as it is: one set small stalls TCP
+	// on zero-window probes, 200 ms and more each.)
 	if err := c.nc.(*net.TCPConn).SetWriteBuffer(16 << 10); err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,14 @@ package wsconn_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -124,12 +128,11 @@ func TestInlineLeavesRestToWriter(t *testing.T) {
 	acct := newAccount(t, 64<<20, 16<<20)
 	p := newRawPair(t)
 	shrinkSendBuffer(t, p.server)
-	if err := p.client.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
-		t.Fatal(err)
-	}
 	srv := wrap(t, p.server, nil, wsconn.Options{QueueBytes: 8 << 20, Account: acct})
-	// The socket buffers take some tens of KiB with the peer not reading:
-	// these sizes leave most of every message to the writer goroutine. A
+	// The socket buffers take some hundreds of KiB with the peer not
+	// reading (a small send buffer; the peer's receive buffer is left as
+	// it is: one set small stalls TCP on zero-window probes, 200 ms and
+	// more each): these sizes leave most of them to the writer goroutine. A
 	// Send that waited for the peer would wait for ever here (the test's
 	// goroutine is the peer), and fail at the sockets' deadline.
 	msgs := [][]byte{pattern(1, 1<<20), pattern(2, 100), pattern(3, 300<<10)}
@@ -168,4 +171,104 @@ func TestInlineLeavesRestToWriter(t *testing.T) {
 	if err := srv.Err(); err != nil {
 		t.Fatalf("Err() = %v", err)
 	}
+}
+
+// choppyReader reads at most a few KiB at a time, a varying amount: a peer
+// slower than the writer, so that inline writes keep meeting a full socket
+// (the small send buffer) and leave the rest to the goroutine at every kind
+// of boundary.
+type choppyReader struct {
+	r   io.Reader
+	rnd *rand.Rand
+}
+
+func (c choppyReader) Read(p []byte) (int, error) {
+	return c.r.Read(p[:min(len(p), 1+c.rnd.IntN(4<<10))])
+}
+
+// Messages of every size from one goroutine, batches and pings from others
+// meanwhile, to a peer that reads in small uneven pieces behind small
+// socket buffers: whoever writes (the caller inline, the goroutine after a
+// partial write), every frame arrives whole, the data messages in order,
+// the pings whole between them, and the queue and the budget end at zero.
+func TestInlineWritesInOrder(t *testing.T) {
+	const msgs, pings = 200, 50
+	created := goroutinesCreated(t)
+	acct := newAccount(t, 64<<20, 1<<20)
+	p := newRawPair(t)
+	shrinkSendBuffer(t, p.server)
+	srv := wrap(t, p.server, nil, wsconn.Options{QueueBytes: 256 << 10, Account: acct})
+	size := func(i int) int { return 1 + (i*7919)%(32<<10) }
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	errs := make(chan error, 2)
+	before := created()
+	go func() { // data: one message at a time, or a batch of three
+		for i := 0; i < msgs; {
+			if i%5 == 4 && i+3 <= msgs {
+				var b sendq.Batch
+				for j := i; j < i+3; j++ {
+					srv.Append(&b, ws.OpBinary, numbered(j, max(8, size(j))))
+				}
+				if _, err := srv.SendBatch(ctx, &b); err != nil {
+					errs <- err
+					return
+				}
+				i += 3
+				continue
+			}
+			if err := srv.Send(ctx, ws.OpBinary, numbered(i, max(8, size(i)))); err != nil {
+				errs <- err
+				return
+			}
+			i++
+		}
+		errs <- nil
+	}()
+	go func() { // the heartbeat
+		for i := range pings {
+			if err := srv.Ping([]byte(fmt.Sprintf("ping %d", i))); err != nil {
+				errs <- err
+				return
+			}
+			runtime.Gosched()
+		}
+		errs <- nil
+	}()
+	r := choppyReader{r: p.client, rnd: rand.New(rand.NewPCG(1, 2))}
+	seen := 0
+	for next := 0; next < msgs; {
+		f := mustReadFrame(t, r, false)
+		switch f.hdr.OpCode {
+		case ws.OpPing:
+			// Pings may be dropped (at most four wait), never torn.
+			if !strings.HasPrefix(string(f.payload), "ping ") {
+				t.Fatalf("ping payload %q", f.payload)
+			}
+			seen++
+		case ws.OpBinary:
+			if want := numbered(next, max(8, size(next))); !bytes.Equal(f.payload, want) {
+				t.Fatalf("message %d: %d bytes, want %d (equal=%v)", next, len(f.payload), len(want), bytes.Equal(f.payload, want))
+			}
+			next++
+		default:
+			t.Fatalf("frame with op %v", f.hdr.OpCode)
+		}
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the queue's count back to zero", func() bool { return srv.Queued() == 0 })
+	if held := acct.Held(); held != 0 {
+		t.Fatalf("the account holds %d bytes with everything written, want 0", held)
+	}
+	// Two are the test's own; the rest, writer goroutines taking over
+	// from an inline write.
+	starts := created() - before - 2
+	if starts == 0 {
+		t.Fatal("no writer goroutine took over: the sizes no longer test partial writes")
+	}
+	t.Logf("%d pings of %d read between the messages; %d writer goroutine starts", seen, pings, starts)
 }
