@@ -103,7 +103,7 @@ func newIdleEnv(t *testing.T, sessions int) *idleEnv {
 // open opens n more sessions and waits until all are idle: the handshakes'
 // and dials' goroutines, the restores and the writers of the handshakes'
 // last frames have exited, which nothing signals, and each session has at
-// most its three goroutines.
+// most its two goroutines.
 func (e *idleEnv) open(t *testing.T, n int) {
 	t.Helper()
 	for range n {
@@ -120,7 +120,7 @@ func (e *idleEnv) open(t *testing.T, n int) {
 	}
 	open := len(e.apps)
 	eventually(t, "sessions open", func() bool { return e.srv.Sessions() == open })
-	eventually(t, "sessions idle", func() bool { return tetherGoroutines()-e.goros <= 3*open })
+	eventually(t, "sessions idle", func() bool { return tetherGoroutines()-e.goros <= 2*open })
 }
 
 // closeAll closes every app and waits for the sessions to end.
