@@ -181,6 +181,9 @@ func (sess *Session) startClient() {
 		Account:     sess.acct, // the queue towards the upstream, and reassembly
 		Logger:      sess.log.Named("upstream"),
 		Stopped:     sess.upstreamStopped,
+		// The session ends with the client: every Close follows
+		// sess.cancel. So the client runs on the session's context.
+		Cancel: sess.cancel,
 	})
 	if err != nil {
 		// The Handler is set: reaching this is a programming error.

@@ -187,6 +187,12 @@ type Session struct {
 	Account     *budget.Account
 	Logger      *zap.Logger
 	Stopped     func(err error)
+	// Cancel, when set, ends the context Start is given, which is then the
+	// Client's own: Close calls it, and the Client derives no context of
+	// its own to end. An owner whose context ends with the Client anyway
+	// (a proxy session's) saves the Client that context, its done channel
+	// and the map of its children (about 460 bytes).
+	Cancel context.CancelFunc
 }
 
 // Share checks opts for Shared.New. Of the fields Session has, it keeps
@@ -302,9 +308,12 @@ func (c *Client) offered() []string {
 	return c.sess.Protocols
 }
 
-// Start launches the Client's goroutine. ctx bounds its whole life.
+// Start launches the Client's goroutine. ctx bounds its whole life; with
+// Session.Cancel, Close ends it.
 func (c *Client) Start(ctx context.Context) {
-	ctx, c.stop = context.WithCancel(ctx)
+	if c.stop = c.sess.Cancel; c.stop == nil {
+		ctx, c.stop = context.WithCancel(ctx)
+	}
 	c.ctx = ctx
 	context.AfterFunc(ctx, c.interrupt)
 	go c.run(ctx, nil)
