@@ -208,16 +208,11 @@ func (sess *Session) serve() {
 			sess.beat.run(sess.ctx, sess.client.Done(), sess.isLive, sess.toApp) // until the client stops or the session ends
 		}()
 	}
-	// Shutdown gave up waiting: cut the app at once instead of waiting out
-	// its closing handshake. The function runs when the session's context
-	// ends, which serve's own cancel below makes certain.
-	cut := make(chan struct{})
-	context.AfterFunc(sess.ctx, func() {
-		defer close(cut)
-		if sess.srv.ctx.Err() != nil {
-			sess.app.Abort()
-		}
-	})
+	if sess.srv.ctx.Err() != nil {
+		// Shutdown gave up waiting before this app was set, so cutApps
+		// did not cut it: cut it now.
+		sess.app.Abort()
+	}
 	sess.readApp()
 	sess.cancel()
 	sess.client.Close() // closes the live upstream connection with 1000
@@ -229,7 +224,6 @@ func (sess *Session) serve() {
 	if beating != nil {
 		<-beating
 	}
-	<-cut
 	sess.reportUnsent()
 	sess.app.Close(ws.StatusNormalClosure, "")
 	<-sess.app.Done()
