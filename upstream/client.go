@@ -129,9 +129,12 @@ type Client struct {
 	log  *zap.Logger
 
 	first chan DialResult // receives the first dial's outcome, once
-	done  chan struct{}   // closed when run has returned
-	stop  context.CancelFunc
-	once  sync.Once
+	// done is closed when the Client has stopped for good (Done). It is
+	// made on first use, under status.mu, and is closedChan once closed:
+	// most owners ask for it only in Close, after the end.
+	done chan struct{}
+	stop context.CancelFunc
+	once sync.Once
 
 	state  atomic.Int32
 	pinned atomic.Pointer[[]string] // set by PinProtocol
@@ -237,7 +240,6 @@ func (sh *Shared) New(sess Session) (*Client, error) {
 		sess:  sess,
 		log:   log,
 		first: make(chan DialResult, 1),
-		done:  make(chan struct{}),
 	}
 	if sh.opts.Kind == KindSSE {
 		c.lastEventID = sess.LastEventID
@@ -323,18 +325,33 @@ func (c *Client) Start(ctx context.Context) {
 func (c *Client) First() <-chan DialResult { return c.first }
 
 // Done is closed when the Client has stopped for good; Err then says why.
-func (c *Client) Done() <-chan struct{} { return c.done }
+func (c *Client) Done() <-chan struct{} {
+	c.status.mu.Lock()
+	defer c.status.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+	}
+	return c.done
+}
+
+// closedChan is a closed channel: done, once the Client has stopped.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // Err is nil while running and after Close; otherwise the reason the Client gave
 // up: a *CloseError with a permanent code, or an error wrapping ErrAuthFailed,
 // ErrGaveUp or ErrPermanent.
 func (c *Client) Err() error {
-	select {
-	case <-c.done:
-		return c.err
-	default:
+	c.status.mu.Lock()
+	over := c.done == closedChan
+	c.status.mu.Unlock()
+	if !over {
 		return nil
 	}
+	return c.err
 }
 
 // State reports the current state.
@@ -349,7 +366,7 @@ func (c *Client) Close() {
 		}
 	})
 	if c.stop != nil {
-		<-c.done
+		<-c.Done()
 	}
 }
 
@@ -412,7 +429,12 @@ func (c *Client) stopped() {
 	if c.sess.Stopped != nil {
 		c.sess.Stopped(c.err)
 	}
-	close(c.done)
+	c.status.mu.Lock()
+	if c.done != nil {
+		close(c.done)
+	}
+	c.done = closedChan
+	c.status.mu.Unlock()
 }
 
 // open dials once and starts watching the connection. It returns the

@@ -81,8 +81,8 @@ type Event struct {
 }
 
 // statusBoard is what Client.Status reports. The Client's goroutine writes
-// it (noteState, noteEnd); any goroutine reads it. Its lock is never held
-// while calling out.
+// it (noteState, noteEnd); any goroutine reads it. Its lock, which also
+// guards Client.done, is never held while calling out.
 type statusBoard struct {
 	mu sync.Mutex
 	// s is the Status but for its failures and Recent, which are held
