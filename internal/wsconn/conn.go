@@ -69,8 +69,6 @@ type Conn struct {
 	held holdings
 
 	// Reader state, touched only by the reading goroutine.
-	hdr     [ws.MaxHeaderSize]byte
-	ctl     [125]byte
 	msg     []byte
 	msgBuf  *rbuf // msg's borrowed buffer; nil when msg outgrew it (or is nil)
 	msgCost int64 // what msg's frames count against MaxMessageBytes: their payload, at least a byte each
@@ -92,6 +90,12 @@ type Conn struct {
 	frameHdr  int
 	frameMask [4]byte
 	frameOpen bool
+	// hdr and ctl are buffers of the frame header and control payload
+	// being read, after frameOpen so that the bytes fill the struct's
+	// padding: at 632 bytes, a Conn and its 8-byte malloc header fit the
+	// 640 size class.
+	hdr [ws.MaxHeaderSize]byte
+	ctl [125]byte
 	// inflater holds permessage-deflate's reader state, from the first
 	// compressed message on.
 	inflater *inflater
