@@ -142,7 +142,7 @@ func (s *Server) newSession(kind ListenerKind) *Session {
 	sess := &Session{
 		id:       id,
 		srv:      s,
-		log:      sessionLogger(s.log, zap.Uint64("session", id), zap.String("listener", string(kind))),
+		log:      sessionLogger(s.log, id, kind),
 		kind:     kind,
 		ctx:      ctx,
 		cancel:   cancel,
