@@ -413,9 +413,10 @@ func (c *Client) run(ctx context.Context, w *connWatch) {
 }
 
 // interrupt reports the end of the Client's context to the connection it
-// watches, whose state machine may have no goroutine to see it. Without
-// one, the goroutine driving the state machine sees the end itself (dial,
-// wait, and serve before it lets go).
+// watches, whose state machine may have no goroutine to see it. While no
+// connection is watched, the goroutine driving the state machine sees the
+// end itself: the dial and the backoff wait watch ctx, and serve looks at
+// it before it lets go.
 func (c *Client) interrupt() {
 	if w := c.watching.Load(); w != nil {
 		w.report(evStop)
