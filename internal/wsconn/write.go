@@ -231,7 +231,7 @@ func (c *Conn) writeLoop() {
 func (c *Conn) ended() {
 	c.dropQueued()
 	c.held.end() // the reader's buffers too, whether or not it reads again
-	close(c.done)
+	c.closeDone()
 }
 
 func (c *Conn) dropQueued() {
@@ -363,9 +363,8 @@ func (c *Conn) finishClose() {
 	t := time.NewTimer(c.opts.CloseWait)
 	defer t.Stop()
 	select {
-	case <-c.peerClose:
+	case <-c.closeWoken():
 	case <-t.C:
-	case <-c.quit:
 	}
 	c.Abort()
 }
