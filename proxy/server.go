@@ -389,10 +389,26 @@ func (s *Server) Shutdown(ctx context.Context, drain time.Duration) error {
 	case <-ctx.Done():
 		cut := s.Sessions()
 		s.cancel() // cuts upstream dials and backoff waits of stragglers
+		s.cutApps()
 		<-done
 		s.log.Warn("drain deadline passed, remaining sessions cut", zap.Int("sessions", len(sessions)),
 			zap.Int("cut", cut), zap.Duration("duration", time.Since(start)))
 		return ctx.Err()
+	}
+}
+
+// cutApps aborts the app socket of every session left once Shutdown gave
+// up waiting, instead of waiting out its closing handshake. Sessions are
+// registered before their app is set, and none after the drain started:
+// one whose app is not set yet sees the end of the server's context in
+// serve, which is ended before this, and cuts its app itself.
+func (s *Server) cutApps() {
+	for _, sess := range s.snapshot() {
+		select {
+		case <-sess.appReady:
+			sess.app.Abort()
+		default:
+		}
 	}
 }
 

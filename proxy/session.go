@@ -142,7 +142,7 @@ func (s *Server) newSession(kind ListenerKind) *Session {
 	sess := &Session{
 		id:       id,
 		srv:      s,
-		log:      sessionLogger(s.log, zap.Uint64("session", id), zap.String("listener", string(kind))),
+		log:      sessionLogger(s.log, id, kind),
 		kind:     kind,
 		ctx:      ctx,
 		cancel:   cancel,
@@ -181,6 +181,9 @@ func (sess *Session) startClient() {
 		Account:     sess.acct, // the queue towards the upstream, and reassembly
 		Logger:      sess.log.Named("upstream"),
 		Stopped:     sess.upstreamStopped,
+		// The session ends with the client: every Close follows
+		// sess.cancel. So the client runs on the session's context.
+		Cancel: sess.cancel,
 	})
 	if err != nil {
 		// The Handler is set: reaching this is a programming error.
@@ -205,16 +208,11 @@ func (sess *Session) serve() {
 			sess.beat.run(sess.ctx, sess.client.Done(), sess.isLive, sess.toApp) // until the client stops or the session ends
 		}()
 	}
-	// Shutdown gave up waiting: cut the app at once instead of waiting out
-	// its closing handshake. The function runs when the session's context
-	// ends, which serve's own cancel below makes certain.
-	cut := make(chan struct{})
-	context.AfterFunc(sess.ctx, func() {
-		defer close(cut)
-		if sess.srv.ctx.Err() != nil {
-			sess.app.Abort()
-		}
-	})
+	if sess.srv.ctx.Err() != nil {
+		// Shutdown gave up waiting before this app was set, so cutApps
+		// did not cut it: cut it now.
+		sess.app.Abort()
+	}
 	sess.readApp()
 	sess.cancel()
 	sess.client.Close() // closes the live upstream connection with 1000
@@ -226,7 +224,6 @@ func (sess *Session) serve() {
 	if beating != nil {
 		<-beating
 	}
-	<-cut
 	sess.reportUnsent()
 	sess.app.Close(ws.StatusNormalClosure, "")
 	<-sess.app.Done()

@@ -15,7 +15,7 @@ func TestSessionLoggerFields(t *testing.T) {
 	info, infoLogs := observer.New(zapcore.InfoLevel)
 	warn, warnLogs := observer.New(zapcore.WarnLevel)
 	root := zap.New(zapcore.NewTee(info, warn))
-	log := sessionLogger(root, zap.Uint64("session", 7), zap.String("listener", "ws")).Named("upstream")
+	log := sessionLogger(root, 7, ListenerWS).Named("upstream")
 	log.Info("upstream connected", zap.Int("attempt", 1))
 	log.With(zap.Uint64("gen", 2)).Warn("upstream lost")
 	log.Debug("not written")

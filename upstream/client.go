@@ -24,7 +24,8 @@ type Handler interface {
 	// Restore runs once per new connection, in its own goroutine, before the
 	// connection counts as restored: send what the server must see first
 	// (credentials, subscriptions, queued messages). An error fails the attempt:
-	// the connection is closed and the Client backs off.
+	// the connection is closed and the Client backs off. ctx ends when the
+	// connection does, or when Restore has returned.
 	Restore(ctx context.Context, c *Conn) error
 	// Message is called from the connection's reader for every data message
 	// tether does not consume itself (heartbeat replies). data is valid only
@@ -128,15 +129,25 @@ type Client struct {
 	log  *zap.Logger
 
 	first chan DialResult // receives the first dial's outcome, once
-	done  chan struct{}   // closed when run has returned
-	stop  context.CancelFunc
-	once  sync.Once
+	// done is closed when the Client has stopped for good (Done). It is
+	// made on first use, under status.mu, and is closedChan once closed:
+	// most owners ask for it only in Close, after the end.
+	done chan struct{}
+	stop context.CancelFunc
+	once sync.Once
 
 	state  atomic.Int32
 	pinned atomic.Pointer[[]string] // set by PinProtocol
 	err    error                    // why run stopped; written before done is closed
 
-	// Owned by the run goroutine.
+	// ctx bounds the Client's life, for the goroutines its connections'
+	// events start (run); set by Start.
+	ctx context.Context
+	// watching is the open connection whose events the state machine
+	// waits for; nil while it dials, waits or has stopped.
+	watching atomic.Pointer[connWatch]
+
+	// Owned by the goroutine driving the state machine (run).
 	gen          uint64
 	failures     int // consecutive failed attempts since the last confirmation
 	authFailures int // consecutive 401/403 answers
@@ -179,6 +190,12 @@ type Session struct {
 	Account     *budget.Account
 	Logger      *zap.Logger
 	Stopped     func(err error)
+	// Cancel, when set, ends the context Start is given, which is then the
+	// Client's own: Close calls it, and the Client derives no context of
+	// its own to end. An owner whose context ends with the Client anyway
+	// (a proxy session's) saves the Client that context, its done channel
+	// and the map of its children (about 460 bytes).
+	Cancel context.CancelFunc
 }
 
 // Share checks opts for Shared.New. Of the fields Session has, it keeps
@@ -223,7 +240,6 @@ func (sh *Shared) New(sess Session) (*Client, error) {
 		sess:  sess,
 		log:   log,
 		first: make(chan DialResult, 1),
-		done:  make(chan struct{}),
 	}
 	if sh.opts.Kind == KindSSE {
 		c.lastEventID = sess.LastEventID
@@ -294,28 +310,48 @@ func (c *Client) offered() []string {
 	return c.sess.Protocols
 }
 
-// Start launches the Client's goroutine. ctx bounds its whole life.
+// Start launches the Client's goroutine. ctx bounds its whole life; with
+// Session.Cancel, Close ends it.
 func (c *Client) Start(ctx context.Context) {
-	ctx, c.stop = context.WithCancel(ctx)
-	go c.run(ctx)
+	if c.stop = c.sess.Cancel; c.stop == nil {
+		ctx, c.stop = context.WithCancel(ctx)
+	}
+	c.ctx = ctx
+	context.AfterFunc(ctx, c.interrupt)
+	go c.run(ctx, nil)
 }
 
 // First delivers the outcome of the first dial attempt, once.
 func (c *Client) First() <-chan DialResult { return c.first }
 
 // Done is closed when the Client has stopped for good; Err then says why.
-func (c *Client) Done() <-chan struct{} { return c.done }
+func (c *Client) Done() <-chan struct{} {
+	c.status.mu.Lock()
+	defer c.status.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+	}
+	return c.done
+}
+
+// closedChan is a closed channel: done, once the Client has stopped.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // Err is nil while running and after Close; otherwise the reason the Client gave
 // up: a *CloseError with a permanent code, or an error wrapping ErrAuthFailed,
 // ErrGaveUp or ErrPermanent.
 func (c *Client) Err() error {
-	select {
-	case <-c.done:
-		return c.err
-	default:
+	c.status.mu.Lock()
+	over := c.done == closedChan
+	c.status.mu.Unlock()
+	if !over {
 		return nil
 	}
+	return c.err
 }
 
 // State reports the current state.
@@ -330,7 +366,7 @@ func (c *Client) Close() {
 		}
 	})
 	if c.stop != nil {
-		<-c.done
+		<-c.Done()
 	}
 }
 
@@ -343,51 +379,48 @@ func (c *Client) setState(s State) {
 }
 
 // run is the state machine: dial, serve, classify the end, wait, again.
+// It goes on with connection w, or dials first when w is nil.
 //
-// Its goroutine parks in watch for each connection's whole life, and it is
-// kept shallow there: a goroutine's stack starts small (2 KiB), doubles when
-// a call needs more, and never shrinks back once the goroutine parks under
-// more than a few hundred bytes of frames, so whatever stack it ever needed
-// is held by every idle session. Everything else (the dial, with name
-// resolution, TCP, TLS and the handshake; log lines, since zap's check alone
-// takes more than the first 2 KiB allow; system calls) runs aside, on a
-// short-lived goroutine the state machine waits for, whose stack goes with
-// it. The state machine is still one goroutine at a time: it does nothing
-// while a goroutine runs aside for it.
-func (c *Client) run(ctx context.Context) {
-	defer c.stopped()
+// Its goroutine drives the state machine until a connection is open and
+// nothing of it is pending, and exits then (connWatch.serve): the
+// connection's next event starts run again on a goroutine of its own, with
+// that connection. So an idle connection keeps no goroutine of the Client's
+// parked, nor its stack, which a dial, TLS and log lines grow past the
+// first 2 KiB and which never shrinks back while its goroutine parks. The
+// state machine is still one goroutine at a time (connWatch).
+func (c *Client) run(ctx context.Context, w *connWatch) {
 	for {
-		var w *connWatch
-		more := false
-		aside(func() { w, more = c.open(ctx) })
 		if w == nil {
-			if !more {
-				return
+			var more bool
+			if w, more = c.open(ctx); w == nil {
+				if !more {
+					c.stopped()
+					return
+				}
+				continue
 			}
-			continue
 		}
-		err := w.watch(ctx)
-		if ctx.Err() != nil {
-			// Stopping: this goroutine ends right after, and its stack
-			// with it, so the loss needs no goroutine of its own.
-			c.lost(ctx, w, err)
+		err := w.serve(ctx)
+		if err == nil {
+			return // idle: w's next event goes on
+		}
+		if !c.lost(ctx, w, err) {
+			c.stopped()
 			return
 		}
-		aside(func() { more = c.lost(ctx, w, err) })
-		if !more {
-			return
-		}
+		w = nil
 	}
 }
 
-// aside runs f on a goroutine of its own and waits for it (see run).
-func aside(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	<-done
+// interrupt reports the end of the Client's context to the connection it
+// watches, whose state machine may have no goroutine to see it. While no
+// connection is watched, the goroutine driving the state machine sees the
+// end itself: the dial and the backoff wait watch ctx, and serve looks at
+// it before it lets go.
+func (c *Client) interrupt() {
+	if w := c.watching.Load(); w != nil {
+		w.report(evStop)
+	}
 }
 
 // stopped is run's last act: the Client has stopped for good.
@@ -397,7 +430,12 @@ func (c *Client) stopped() {
 	if c.sess.Stopped != nil {
 		c.sess.Stopped(c.err)
 	}
-	close(c.done)
+	c.status.mu.Lock()
+	if c.done != nil {
+		close(c.done)
+	}
+	c.done = closedChan
+	c.status.mu.Unlock()
 }
 
 // open dials once and starts watching the connection. It returns the

@@ -24,14 +24,18 @@
 // follows the credentials policy, like a 401; a proxy that is down or
 // refuses the tunnel is a transient failure (a *proxydial.Error).
 //
-// One Client serves one proxy session. It runs one goroutine, the only one that
-// dials and changes state; each connection it opens gets a rising generation
-// number, a reader goroutine and a restore goroutine, which only report to it.
-// What needs a deep stack (the dial, log lines, system calls) it runs on a
-// short-lived goroutine it waits for, so the goroutine that parks for each
-// connection's life keeps its first, small stack (Client.run).
+// One Client serves one proxy session. One goroutine at a time drives its
+// state machine, the only one that dials and changes state; each
+// connection it opens gets a rising generation number, a reader goroutine
+// and a restore goroutine, which only report to it. While a connection is
+// open and nothing happens, no goroutine of the state machine's is left:
+// what it waits for (the reader's and the restore's reports, the heartbeat
+// and confirmation timers, a resume from sleep, the Client's end) are
+// callbacks that start one when it has none (serve.go), so an idle
+// connection costs its reader alone.
 // Events of a superseded connection are never seen by the state machine: each
-// connection reports on its own channels, read only while it is the live one.
+// connection reports to its own watch, which takes reports only while it is
+// the live one.
 //
 // The package knows nothing about JSON rules. Its owner plugs in through Handler
 // (what to send on each new connection before it counts as restored, where

@@ -25,11 +25,19 @@ import (
 // valid and never fires.
 type Resumes struct {
 	mu sync.Mutex
-	ch chan struct{} // closed by Notify, then replaced
+	// next ends at the next Notify, then is replaced: a context rather
+	// than a channel, so that each Client's connection has a callback run
+	// (afterNext) instead of a goroutine waiting.
+	next   context.Context
+	notify context.CancelFunc
 }
 
 // NewResumes returns a Resumes that has not fired.
-func NewResumes() *Resumes { return &Resumes{ch: make(chan struct{})} }
+func NewResumes() *Resumes {
+	r := &Resumes{}
+	r.next, r.notify = context.WithCancel(context.Background())
+	return r
+}
 
 // C is closed at the next Notify; take it again after it fired.
 func (r *Resumes) C() <-chan struct{} {
@@ -38,15 +46,29 @@ func (r *Resumes) C() <-chan struct{} {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.ch
+	return r.next.Done()
 }
+
+// afterNext calls f in a goroutine of its own at the next Notify, unless
+// stop is called first.
+func (r *Resumes) afterNext(f func()) (stop func() bool) {
+	if r == nil {
+		return neverStarted
+	}
+	r.mu.Lock()
+	next := r.next
+	r.mu.Unlock()
+	return context.AfterFunc(next, f)
+}
+
+func neverStarted() bool { return false }
 
 // Notify wakes every Client waiting on C.
 func (r *Resumes) Notify() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	close(r.ch)
-	r.ch = make(chan struct{})
+	r.notify()
+	r.next, r.notify = context.WithCancel(context.Background())
 }
 
 // Clock is what Watch reads: the wall clock (without its monotonic

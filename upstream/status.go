@@ -81,11 +81,17 @@ type Event struct {
 }
 
 // statusBoard is what Client.Status reports. The Client's goroutine writes
-// it (noteState, noteEnd); any goroutine reads it. Its lock is never held
-// while calling out.
+// it (noteState, noteEnd); any goroutine reads it. Its lock, which also
+// guards Client.done, is never held while calling out.
 type statusBoard struct {
 	mu sync.Mutex
-	s  Status // Recent unused: events holds them
+	// s is the Status but for its failures and Recent, which are held
+	// apart: with them, a Status is 344 bytes, most of them events.
+	s statusNow
+	// failed holds LastFailure and LastClose from the first failure on: a
+	// session that stays connected has none, and the two held inline were
+	// 224 bytes of every idle session.
+	failed *lastFailures
 	// events is a ring of the latest events, allocated as they come: a
 	// session that stays connected records one, and RecentEvents of them
 	// held inline were a KiB of every idle session.
@@ -94,12 +100,31 @@ type statusBoard struct {
 	confirmed bool
 }
 
+// statusNow is Status's fields of the same names.
+type statusNow struct {
+	State      State
+	Gen        uint64
+	Attempt    int
+	NextRetry  time.Time
+	DownSince  time.Time
+	Reconnects int
+	GaveUp     string
+}
+
+// lastFailures is Status's LastFailure and LastClose.
+type lastFailures struct{ failure, close Event }
+
 // Status returns a copy of the connection's state. Safe for concurrent use.
 func (c *Client) Status() Status {
 	b := &c.status
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := b.s
+	n := &b.s
+	s := Status{State: n.State, Gen: n.Gen, Attempt: n.Attempt, NextRetry: n.NextRetry,
+		DownSince: n.DownSince, Reconnects: n.Reconnects, GaveUp: n.GaveUp}
+	if f := b.failed; f != nil {
+		s.LastFailure, s.LastClose = f.failure, f.close
+	}
 	first := max(0, b.n-RecentEvents)
 	s.Recent = make([]Event, 0, b.n-first)
 	for i := first; i < b.n; i++ {
@@ -153,15 +178,12 @@ func (c *Client) noteState(s State) {
 		b.s.NextRetry = now.Add(c.lastDelay)
 		if e := b.latest(); e != nil && (e.Kind == EventDialFailed || e.Kind == EventLost) {
 			e.Attempt, e.Delay = c.failures, c.lastDelay
-			b.s.LastFailure = *e
-			if e.Reason == labels.LossClose {
-				b.s.LastClose = *e
-			}
+			b.noteFailureLocked(*e)
 		}
 	case StateConfirmed:
 		b.confirmedLocked(now, c.failures)
 	case StateClosed:
-		if c.err != nil && b.s.LastFailure.Kind != "" {
+		if c.err != nil && b.failed != nil {
 			b.gaveUpLocked(now)
 		}
 	}
@@ -184,7 +206,7 @@ func (b *statusBoard) confirmedLocked(now time.Time, attempts int) {
 // TETHER_MAX_ATTEMPTS reached), and the error it stops with may no longer
 // carry the details (ErrAuthFailed).
 func (b *statusBoard) gaveUpLocked(now time.Time) {
-	e := b.s.LastFailure
+	e := b.failed.failure
 	e.At, e.Kind, e.Delay = now, EventGaveUp, 0
 	b.s.GaveUp = e.Reason
 	b.record(e)
@@ -204,11 +226,20 @@ func (c *Client) noteEnd(err error) {
 	}
 	e := failureEvent(now, kind, err)
 	e.Attempt = c.failures + 1 // wait counts it; noteState(StateWaiting) confirms
-	b.s.LastFailure = e
-	if e.Reason == labels.LossClose {
-		b.s.LastClose = e
-	}
+	b.noteFailureLocked(e)
 	b.record(e)
+}
+
+// noteFailureLocked makes e the last failure, and the last close when it
+// is one.
+func (b *statusBoard) noteFailureLocked(e Event) {
+	if b.failed == nil {
+		b.failed = &lastFailures{}
+	}
+	b.failed.failure = e
+	if e.Reason == labels.LossClose {
+		b.failed.close = e
+	}
 }
 
 // failureEvent names err with the Observer's labels: a loss reason for a

@@ -37,7 +37,7 @@ type machine struct {
 	GoVersion string `json:"go"`
 }
 
-// check is one of issue 7's targets, with what was measured.
+// check is one of the performance targets, with what was measured.
 type check struct {
 	Target   string  `json:"target"`
 	Measured string  `json:"measured"`
@@ -101,37 +101,43 @@ func (r *report) added(target string, size int, f func(runResult) float64) float
 func p50(r runResult) float64 { return r.P50us }
 func p99(r runResult) float64 { return r.P99us }
 
-// checks evaluates issue 7's targets on the medians.
+// checks evaluates the performance targets on the medians: tether against
+// nginx with 64k buffers measured in the same rounds (its paths skipped, so
+// are these checks), and the idle session's cost.
 func (r *report) checks() []check {
 	var out []check
 	for _, size := range r.sizes() {
-		want := 0.6
-		if size <= 64 {
-			want = 0.8
-		}
-		tp := ratio(r.find(targetTether, "max", size), r.find(targetDirect, "max", size), msgsPerSec)
-		if !math.IsNaN(tp) {
-			out = append(out, check{fmt.Sprintf("throughput %s ≥ %.1f× direct", sizeName(size), want),
-				fmt.Sprintf("%.2f×", tp), tp, tp >= want})
-		}
-		if vs := ratio(r.find(targetTether, "max", size), r.find(targetNginx64k, "max", size), msgsPerSec); !math.IsNaN(vs) {
-			out = append(out, check{fmt.Sprintf("throughput %s ahead of nginx with 64k buffers", sizeName(size)),
+		tether, ref := r.find(targetTether, "max", size), r.find(targetNginx64k, "max", size)
+		if vs := ratio(tether, ref, msgsPerSec); !math.IsNaN(vs) {
+			out = append(out, check{fmt.Sprintf("maximum throughput %s ≥ 1.0× nginx-64k", sizeName(size)),
 				fmt.Sprintf("%.2f× nginx-64k", vs), vs, vs >= 1})
 		}
-		at, an := r.added(targetTether, size, p99), r.added(targetNginx, size, p99)
+		at, an := r.added(targetTether, size, p99), r.added(targetNginx64k, size, p99)
 		if !math.IsNaN(at) && !math.IsNaN(an) {
-			out = append(out, check{fmt.Sprintf("added p99 at %d msg/s, %s, no worse than nginx", r.Rate, sizeName(size)),
-				fmt.Sprintf("tether %+.1f µs, nginx %+.1f µs", at, an), at, at <= an})
+			out = append(out, check{fmt.Sprintf("added p99 at %d msg/s, %s, ≤ nginx-64k's", r.Rate, sizeName(size)),
+				fmt.Sprintf("tether %+.1f µs, nginx-64k %+.1f µs", at, an), at, at <= an})
+		}
+		if vs := ratio(tether, ref, cpuPer100k); !math.IsNaN(vs) {
+			out = append(out, check{fmt.Sprintf("proxy CPU per 100k msg/s at maximum throughput, %s, ≤ 2× nginx-64k's", sizeName(size)),
+				fmt.Sprintf("%s against %s cores (%.1f×)", cpuFigure(tether.Median.CPUPer100k),
+					cpuFigure(ref.Median.CPUPer100k), vs), vs, vs <= 2})
 		}
 	}
 	for _, idle := range r.Idle {
-		if idle.Target == targetTether {
-			out = append(out, check{fmt.Sprintf("RSS per idle session at %d sessions ≤ 48 KiB", idle.Sessions),
-				fmt.Sprintf("%.1f KiB", idle.PerSessionKiB), idle.PerSessionKiB, idle.PerSessionKiB <= 48})
+		if idle.Target != targetTether {
+			continue
+		}
+		out = append(out, check{fmt.Sprintf("RSS per idle session at %d sessions ≤ 16 KiB", idle.Sessions),
+			fmt.Sprintf("%.1f KiB", idle.PerSessionKiB), idle.PerSessionKiB, idle.PerSessionKiB <= 16})
+		if idle.GoroutinesPerSess != 0 {
+			out = append(out, check{"goroutines per idle session ≤ 3",
+				fmt.Sprintf("%.1f", idle.GoroutinesPerSess), idle.GoroutinesPerSess, idle.GoroutinesPerSess <= 3})
 		}
 	}
 	return out
 }
+
+func cpuPer100k(r runResult) float64 { return r.CPUPer100k }
 
 // print writes the report as Markdown tables.
 func (r *report) print(w io.Writer) {
@@ -170,7 +176,7 @@ func (r *report) printThroughput(w io.Writer) {
 			}
 			m := s.Median
 			fmt.Fprintf(w, "| %s | %s | %s | %.1f | %s | %s | %s |\n", sizeName(size), t, thousands(m.MsgsPerSec),
-				m.MBPerSec, times(ratio(s, direct, msgsPerSec)), cores(m.ProxyCPU, t), cores(m.CPUPer100k, t))
+				m.MBPerSec, times(ratio(s, direct, msgsPerSec)), cores(m.ProxyCPU, t), perHundredK(m.CPUPer100k, t))
 		}
 	}
 }
@@ -191,7 +197,7 @@ func (r *report) printLatency(w io.Writer) {
 				a50, a99 = signed(r.added(t, size, p50)), signed(r.added(t, size, p99))
 			}
 			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %.1f | %s | %s | %s |\n", sizeName(size), t,
-				m.P50us, m.P99us, m.P999us, a50, a99, cores(m.CPUPer100k, t))
+				m.P50us, m.P99us, m.P999us, a50, a99, perHundredK(m.CPUPer100k, t))
 		}
 	}
 }
@@ -220,7 +226,7 @@ func (r *report) printChecks(w io.Writer) {
 	if len(r.Checks) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nTargets (issue 7), on the medians\n\n| target | measured | |\n|---|---|---|\n")
+	fmt.Fprintf(w, "\nTargets, on the medians\n\n| target | measured | |\n|---|---|---|\n")
 	for _, c := range r.Checks {
 		verdict := "met"
 		if !c.Met {
@@ -254,6 +260,23 @@ func cores(v float64, target string) string {
 		return ""
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// perHundredK prints CPU per 100k msg/s to three significant figures: a
+// proxy that only copies bytes needs a few thousandths of a core there at
+// small sizes, which two decimals round to nothing.
+func perHundredK(v float64, target string) string {
+	if target == targetDirect {
+		return ""
+	}
+	return cpuFigure(v)
+}
+
+func cpuFigure(v float64) string {
+	if v >= 1 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
 
 func signed(v float64) string {

@@ -45,7 +45,10 @@ type Queue struct {
 	// reserved is taken from Options.Account by Reserve or FitsLocked
 	// and not yet counted by AddLocked, which settles it.
 	reserved int64
-	space    chan struct{} // closed and replaced when room is made or the queue closes
+	// space is closed when room is made or the queue closes; made by the
+	// first sender to wait, and nil again once closed: a queue nobody
+	// waits on, which is most of them most of the time, holds none.
+	space chan struct{}
 
 	onWait func() // tests: a sender is about to wait
 }
@@ -60,7 +63,6 @@ func (q *Queue) Init(mu *sync.Mutex, opts Options) {
 		panic("sendq: Closed and Wake are required")
 	}
 	q.mu, q.opts = mu, opts
-	q.space = make(chan struct{})
 }
 
 // Fits reports whether n more bytes may join queued bytes under limit: they
@@ -113,6 +115,9 @@ func (q *Queue) Reserve(ctx context.Context, n int64) error {
 			wait, freed = freed, nil
 		}
 		q.waiting = true
+		if q.space == nil {
+			q.space = make(chan struct{})
+		}
 		space := q.space
 		q.mu.Unlock()
 		if q.onWait != nil {
@@ -240,7 +245,7 @@ func (q *Queue) SetQueuedLocked(n int64) {
 func (q *Queue) wakeSendersLocked() {
 	if q.waiting {
 		close(q.space)
-		q.space = make(chan struct{})
+		q.space = nil
 		q.waiting = false
 	}
 }

@@ -70,8 +70,6 @@ type Conn struct {
 	held holdings
 
 	// Reader state, touched only by the reading goroutine.
-	hdr     [ws.MaxHeaderSize]byte
-	ctl     [125]byte
 	msg     []byte
 	msgBuf  *rbuf // msg's borrowed buffer; nil when msg outgrew it (or is nil)
 	msgCost int64 // what msg's frames count against MaxMessageBytes: their payload, at least a byte each
@@ -93,6 +91,12 @@ type Conn struct {
 	frameHdr  int
 	frameMask [4]byte
 	frameOpen bool
+	// hdr and ctl are buffers of the frame header and control payload
+	// being read, after frameOpen so that the bytes fill the struct's
+	// padding: at 632 bytes, a Conn and its 8-byte malloc header fit the
+	// 640 size class.
+	hdr [ws.MaxHeaderSize]byte
+	ctl [125]byte
 	// inflater holds permessage-deflate's reader state, from the first
 	// compressed message on.
 	inflater *inflater
@@ -102,20 +106,23 @@ type Conn struct {
 	lastRead atomic.Int64
 
 	// info reads the socket's TCP counters for WriteProgress, set up on its
-	// first call: the app side never calls it.
-	info     tcpInfo
-	infoOnce sync.Once
+	// first call (counters): the app side never calls it.
+	info atomic.Pointer[tcpInfo]
 
 	// Writer side. The writer is the caller that queued a burst's first
 	// bytes, writing inline, and a goroutine only for what the socket did
 	// not take at once (write.go), so an idle connection costs no
 	// goroutine, and no stack, for its writer.
-	quit      chan struct{} // closed by Abort
-	done      chan struct{} // closed when the writer has exited and TCP is closed
-	peerClose chan struct{} // closed when the reader has seen the peer's close
-	closing   atomic.Bool   // Close or Abort was called, or a close was echoed
-	abortOnce sync.Once
-	peerOnce  sync.Once
+	//
+	// done is closed when the writer has exited and TCP is closed (Done);
+	// closeWake when the reader has seen the peer's close or Abort ran, for
+	// the writer that waits for either after its close frame (finishClose).
+	// Each is made on first use, under mu, and is closedChan once its event
+	// happened: an idle connection needs neither, and the three channels
+	// made with every connection were 336 bytes of it.
+	done, closeWake chan struct{}
+	closing         atomic.Bool // Close or Abort was called, or a close was echoed
+	abortOnce       sync.Once
 
 	// mu guards the queue: frames are encoded straight into it, and the
 	// writer swaps it out whole, so a message costs one lock and one copy.
@@ -158,13 +165,7 @@ func New(nc net.Conn, br *bufio.Reader, opts Options) *Conn {
 	if opts.CloseWait <= 0 {
 		opts.CloseWait = DefaultCloseWait
 	}
-	c := &Conn{
-		nc:        nc,
-		opts:      opts,
-		quit:      make(chan struct{}),
-		done:      make(chan struct{}),
-		peerClose: make(chan struct{}),
-	}
+	c := &Conn{nc: nc, opts: opts}
 	// The close frame goes after data already queued, and a Send after it
 	// fails with ErrClosed, as after Abort.
 	c.q.Init(&c.mu, sendq.Options{Limit: opts.QueueBytes, Closed: ErrClosed, Wake: c.wakeWriter, Account: opts.Account})
@@ -226,7 +227,69 @@ func handshakeBytes(br *bufio.Reader) []byte {
 func (c *Conn) LastRead() time.Time { return epoch.Add(time.Duration(c.lastRead.Load())) }
 
 // Done is closed once the writer has exited and the socket is closed.
-func (c *Conn) Done() <-chan struct{} { return c.done }
+func (c *Conn) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return made(&c.done)
+}
+
+// closedChan is a closed channel: a closing signal whose event happened.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// made returns the closing signal *ch, made now if it was not; c.mu is
+// held.
+func made(ch *chan struct{}) chan struct{} {
+	if *ch == nil {
+		*ch = make(chan struct{})
+	}
+	return *ch
+}
+
+// signal closes the closing signal *ch, if made, and leaves it closedChan;
+// a second call does nothing. c.mu is held.
+func signal(ch *chan struct{}) {
+	if *ch != nil && *ch != closedChan {
+		close(*ch)
+	}
+	*ch = closedChan
+}
+
+// closeDone closes done: the connection has ended.
+func (c *Conn) closeDone() {
+	c.mu.Lock()
+	signal(&c.done)
+	c.mu.Unlock()
+}
+
+// wakeClose ends the close frame's wait (finishClose): the peer's close
+// arrived, or Abort ran.
+func (c *Conn) wakeClose() {
+	c.mu.Lock()
+	signal(&c.closeWake)
+	c.mu.Unlock()
+}
+
+// closeWoken is what finishClose waits on (wakeClose).
+func (c *Conn) closeWoken() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return made(&c.closeWake)
+}
+
+// counters returns the socket's TCP counters reader, set up on the first
+// call.
+func (c *Conn) counters() *tcpInfo {
+	if p := c.info.Load(); p != nil {
+		return p
+	}
+	p := newTCPInfo(c.nc) // a racing caller's is the same
+	c.info.CompareAndSwap(nil, &p)
+	return c.info.Load()
+}
 
 // LocalAddr and RemoteAddr expose the socket's addresses for logs.
 func (c *Conn) LocalAddr() net.Addr  { return c.nc.LocalAddr() }
@@ -238,7 +301,7 @@ func (c *Conn) Abort() {
 	c.abortOnce.Do(func() {
 		c.closing.Store(true)
 		c.q.Close() // a Send waiting for room returns ErrClosed now
-		close(c.quit)
+		c.wakeClose()
 		_ = c.nc.Close()
 		c.mu.Lock()
 		c.aborted = true

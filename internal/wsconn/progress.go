@@ -12,8 +12,7 @@ package wsconn
 //
 // It makes one system call; the owner's heartbeat calls it at each wake-up.
 func (c *Conn) WriteProgress() (acked uint64, backlog, ok bool) {
-	c.infoOnce.Do(func() { c.info = newTCPInfo(c.nc) })
-	acked, notSent, ok := c.info.read()
+	acked, notSent, ok := c.counters().read()
 	if !ok {
 		return 0, false, false
 	}
@@ -28,8 +27,7 @@ func (c *Conn) WriteProgress() (acked uint64, backlog, ok bool) {
 // nothing waits, and where the system does not say (off Linux, no
 // descriptor). It makes one system call.
 func (c *Conn) Unread() int {
-	c.infoOnce.Do(func() { c.info = newTCPInfo(c.nc) })
-	return c.info.unread()
+	return c.counters().unread()
 }
 
 // Unwritten reports frames waiting in this Conn's queue (data, or a ping or
@@ -46,7 +44,6 @@ func (c *Conn) Unwritten() bool {
 	if c.q.Queued() == 0 && c.ctrlUnwritten.Load() == 0 {
 		return false
 	}
-	c.infoOnce.Do(func() { c.info = newTCPInfo(c.nc) })
-	n, ok := c.info.sendQueue()
+	n, ok := c.counters().sendQueue()
 	return ok && n == 0
 }

@@ -341,7 +341,7 @@ func (c *Conn) peerClosed(p []byte) error {
 	if !utf8.ValidString(reason) {
 		return c.badClose(code, "close reason is not UTF-8")
 	}
-	c.peerOnce.Do(func() { close(c.peerClose) })
+	c.wakeClose()
 	echo := code
 	if len(p) < 2 {
 		echo = ws.StatusNormalClosure
@@ -381,7 +381,7 @@ func (c *Conn) readFailed(err error) {
 	var ce *CloseError
 	var pe *ProtocolError
 	if errors.As(err, &ce) || errors.As(err, &pe) {
-		c.peerOnce.Do(func() { close(c.peerClose) })
+		c.wakeClose()
 		return
 	}
 	c.Abort()

@@ -259,7 +259,7 @@ func (c *Conn) ended() {
 	c.w.drop()
 	c.dropQueued()
 	c.held.end() // the reader's buffers too, whether or not it reads again
-	close(c.done)
+	c.closeDone()
 }
 
 func (c *Conn) dropQueued() {
@@ -526,9 +526,8 @@ func (c *Conn) finishClose() {
 	t := time.NewTimer(c.opts.CloseWait)
 	defer t.Stop()
 	select {
-	case <-c.peerClose:
+	case <-c.closeWoken():
 	case <-t.C:
-	case <-c.quit:
 	}
 	c.Abort()
 }
