@@ -143,7 +143,7 @@ type Conn struct {
 	// comes second closes done. woken: the queueing in this critical
 	// section made its caller the writer (wakeWriter).
 	writing, aborted, woken bool
-	w                       writer // the writer's own state (write.go)
+	w                       *writer // the writer's own state (write.go), from the first writer on
 }
 
 // epoch anchors lastRead on the monotonic clock.

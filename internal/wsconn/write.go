@@ -108,6 +108,9 @@ func (c *Conn) wakeWriter() {
 	if c.aborted {
 		return
 	}
+	if c.w == nil {
+		c.w = new(writer) // a Conn that never writes goes without
+	}
 	c.writing = true
 	c.woken = true
 }
@@ -256,7 +259,9 @@ func (c *Conn) writeLoop() {
 // queue's count too. Only the writer calls it, or Abort when there is none,
 // so c.w is the caller's.
 func (c *Conn) ended() {
-	c.w.drop()
+	if c.w != nil {
+		c.w.drop()
+	}
 	c.dropQueued()
 	c.held.end() // the reader's buffers too, whether or not it reads again
 	c.closeDone()
@@ -341,7 +346,9 @@ func (c *Conn) drain() bool {
 // writer is the writer's own state: what it took from the queue and has
 // not written yet. Whoever set c.writing owns it (a caller writing inline,
 // then the writer goroutine it started), so it needs no lock: c.writing
-// changes hands under c.mu.
+// changes hands under c.mu. It is made with the first writer (wakeWriter)
+// and kept: a Conn that never writes, as most idle ones, goes without it,
+// and the Conn stays in its size class.
 type writer struct {
 	ctrl *sendq.Buf   // control frames, written ahead of segs
 	segs []*sendq.Buf // data segments in order; segs[:next] are written (nil)
@@ -381,7 +388,7 @@ func (c *Conn) take() (ok, aborted bool) {
 		c.writing = false
 		return false, c.aborted
 	}
-	w := &c.w
+	w := c.w
 	w.ctrl, c.ctrl, c.ctrlFrames = c.ctrl, nil, 0
 	w.segs, c.segs = c.segs, w.segs[:0]
 	w.next, w.off = 0, 0
@@ -411,7 +418,7 @@ const (
 // Inline (nb), it stalls at the first write the socket does not take whole,
 // and before the close frame, whose CloseWait is the goroutine's to wait.
 func (c *Conn) flush(nb bool) flushResult {
-	w := &c.w
+	w := c.w
 	if r := c.writeControl(nb); r != flushed {
 		return r
 	}
@@ -455,7 +462,7 @@ func (c *Conn) writeControl(nb bool) flushResult {
 // writeSegment writes the writer's next segment and frees its bytes in the
 // queue.
 func (c *Conn) writeSegment(nb bool) flushResult {
-	w := &c.w
+	w := c.w
 	seg := w.segs[w.next]
 	done, err := c.writeBuf(seg.B, nb)
 	if !done {
@@ -486,7 +493,7 @@ func (c *Conn) writeSegment(nb bool) flushResult {
 // deadline passed), which the goroutine's own write then meets and
 // reports. err is the failure of a write, done then true.
 func (c *Conn) writeBuf(b []byte, nb bool) (done bool, err error) {
-	w := &c.w
+	w := c.w
 	if !nb {
 		err = c.writeOut(b[w.off:])
 		w.off = 0
