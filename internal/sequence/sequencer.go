@@ -247,10 +247,10 @@ func (s *Sequencer) Stop() {
 
 // sequenceLocked applies the tracker to one message. mu and turn are held.
 func (s *Sequencer) sequenceLocked(b *batch, src source, msg buffer.Message, hidden bool, f Fields) {
+	s.trackerLocked()
 	if s.failed {
 		return
 	}
-	s.trackerLocked()
 	if f.Captured {
 		s.captureLocked(src.gen, f.Session)
 	}
