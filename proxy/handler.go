@@ -52,13 +52,17 @@ func (h upstreamHandler) message(c *upstream.Conn, op ws.OpCode, data, frame []b
 		}
 	}
 	hidden, replied := sess.hiddenReply(c, data, &u)
-	var ans protocol.Answer
 	if replied != nil {
-		ans = sess.answer(c, data, replied)
-		if ans.Seq != (protocol.Fields{}) {
-			u.Seq = ans.Seq
-		}
+		h.replied(c, op, data, frame, replied, hidden, &u)
+		return
 	}
+	h.deliver(c, op, data, frame, hidden, &u)
+}
+
+// deliver passes one upstream message on: through the sequencing, or to
+// the app unless hidden.
+func (h upstreamHandler) deliver(c *upstream.Conn, op ws.OpCode, data, frame []byte, hidden bool, u *protocol.Upstream) {
+	sess := h.sess
 	switch {
 	case sess.seq != nil:
 		u.Seq.EventID = c.EventID()
@@ -66,6 +70,19 @@ func (h upstreamHandler) message(c *upstream.Conn, op ws.OpCode, data, frame []b
 	case !hidden:
 		sess.forward(op, data, frame, c.EventID())
 	}
+}
+
+// replied is message for a reply to a logged subscription r: what the
+// protocol says it means besides itself (answer) replaces its sequence
+// fields when it names any, and the messages it carries follow it, each
+// read as an upstream message.
+func (h upstreamHandler) replied(c *upstream.Conn, op ws.OpCode, data, frame []byte, r *protocol.Replied, hidden bool, u *protocol.Upstream) {
+	sess := h.sess
+	ans := sess.answer(c, data, r)
+	if ans.Seq != (protocol.Fields{}) {
+		u.Seq = ans.Seq
+	}
+	h.deliver(c, op, data, frame, hidden, u)
 	for _, m := range ans.Messages {
 		h.message(c, op, m, nil)
 	}
@@ -233,9 +250,7 @@ func (sess *Session) flushOut() bool {
 	queued, err := sess.app.SendBatch(sess.ctx, &o.b)
 	if queued > 0 {
 		sess.beat.sent()
-	}
-	for range queued {
-		sess.srv.countMessage(sess.kind, labels.DirectionUpstreamToApp)
+		sess.srv.countMessages(sess.kind, labels.DirectionUpstreamToApp, queued)
 	}
 	if err != nil {
 		sess.log.Debug("upstream messages not delivered, app is closing",

@@ -103,7 +103,7 @@ func (s *Server) lineOptions(log *zap.Logger, acct *budget.Account) transport.Li
 		Newline:      o.TCPNewline,
 		Log:          log,
 		Dropped:      m.AppDropped,
-		Delivered:    func() { m.Message(labels.DirectionUpstreamToApp, string(ListenerTCP)) },
+		Delivered:    func() { m.Forwarded(labels.DirectionUpstreamToApp, string(ListenerTCP), 1) },
 		Account:      acct,
 	}
 }

@@ -22,11 +22,14 @@ type Metrics interface {
 	// after its app's request ends (Options.SSELinger) and ends after that.
 	SessionStarted(listener string)
 	SessionEnded(listener string)
-	// Message counts one message received from the app
+	// Forwarded counts n messages received from the app
 	// (labels.DirectionAppToUpstream) or delivered to it
-	// (labels.DirectionUpstreamToApp), by listener kind. A message a tcp://
-	// policy drops is not delivered: it is counted by AppDropped instead.
-	Message(direction, listener string)
+	// (labels.DirectionUpstreamToApp), by listener kind: the messages
+	// towards the app once per batch queued on its socket, since the
+	// counter is every session's and an update per message was a
+	// contended atomic add per message. A message a tcp:// policy drops is
+	// not delivered: it is counted by AppDropped instead.
+	Forwarded(direction, listener string, n int)
 	// AppDropped counts one message tether did not forward because of a
 	// transport rule, with one of the labels.Drop* reasons.
 	AppDropped(reason string)
@@ -60,19 +63,19 @@ type Metrics interface {
 // nopMetrics counts nothing: the Metrics of a Server whose Options have none.
 type nopMetrics struct{}
 
-func (nopMetrics) SessionStarted(string)    {}
-func (nopMetrics) SessionEnded(string)      {}
-func (nopMetrics) Message(string, string)   {}
-func (nopMetrics) AppDropped(string)        {}
-func (nopMetrics) DroppedFromOutbox(int)    {}
-func (nopMetrics) HandshakeRejected(string) {}
-func (nopMetrics) SSEResumed(string)        {}
-func (nopMetrics) DrainStarted()            {}
-func (nopMetrics) Replayed(int)             {}
-func (nopMetrics) DuplicateDropped()        {}
-func (nopMetrics) Gap(string)               {}
-func (nopMetrics) Recovered(string)         {}
-func (nopMetrics) HeldBytesChanged(int)     {}
+func (nopMetrics) SessionStarted(string)         {}
+func (nopMetrics) SessionEnded(string)           {}
+func (nopMetrics) Forwarded(string, string, int) {}
+func (nopMetrics) AppDropped(string)             {}
+func (nopMetrics) DroppedFromOutbox(int)         {}
+func (nopMetrics) HandshakeRejected(string)      {}
+func (nopMetrics) SSEResumed(string)             {}
+func (nopMetrics) DrainStarted()                 {}
+func (nopMetrics) Replayed(int)                  {}
+func (nopMetrics) DuplicateDropped()             {}
+func (nopMetrics) Gap(string)                    {}
+func (nopMetrics) Recovered(string)              {}
+func (nopMetrics) HeldBytesChanged(int)          {}
 
 // handshakeFailure names a handshake that failed without tether deciding to
 // refuse it: gobwas refused a malformed request, or the socket failed.

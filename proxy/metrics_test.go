@@ -59,18 +59,18 @@ func (c *counts) SessionStarted(l string) {
 	c.add("session started", 1)
 	c.add("session started "+l, 1)
 }
-func (c *counts) SessionEnded(l string)      { c.add("session ended", 1); c.add("session ended "+l, 1) }
-func (c *counts) Message(d, l string)        { c.add("message "+d, 1); c.add("message "+d+" "+l, 1) }
-func (c *counts) AppDropped(r string)        { c.add("app dropped "+r, 1) }
-func (c *counts) DroppedFromOutbox(n int)    { c.add("outbox dropped", n) }
-func (c *counts) HandshakeRejected(r string) { c.add("rejected "+r, 1) }
-func (c *counts) SSEResumed(o string)        { c.add("sse resume "+o, 1) }
-func (c *counts) DrainStarted()              { c.add("drain started", 1) }
-func (c *counts) Replayed(n int)             { c.add("replayed", n) }
-func (c *counts) DuplicateDropped()          { c.add("duplicate", 1) }
-func (c *counts) Gap(o string)               { c.add("gap "+o, 1) }
-func (c *counts) Recovered(m string)         { c.add("recovered "+m, 1) }
-func (c *counts) HeldBytesChanged(d int)     { c.add("held bytes", d) }
+func (c *counts) SessionEnded(l string)        { c.add("session ended", 1); c.add("session ended "+l, 1) }
+func (c *counts) Forwarded(d, l string, n int) { c.add("message "+d, n); c.add("message "+d+" "+l, n) }
+func (c *counts) AppDropped(r string)          { c.add("app dropped "+r, 1) }
+func (c *counts) DroppedFromOutbox(n int)      { c.add("outbox dropped", n) }
+func (c *counts) HandshakeRejected(r string)   { c.add("rejected "+r, 1) }
+func (c *counts) SSEResumed(o string)          { c.add("sse resume "+o, 1) }
+func (c *counts) DrainStarted()                { c.add("drain started", 1) }
+func (c *counts) Replayed(n int)               { c.add("replayed", n) }
+func (c *counts) DuplicateDropped()            { c.add("duplicate", 1) }
+func (c *counts) Gap(o string)                 { c.add("gap "+o, 1) }
+func (c *counts) Recovered(m string)           { c.add("recovered "+m, 1) }
+func (c *counts) HeldBytesChanged(d int)       { c.add("held bytes", d) }
 
 // echo is an upstream script that sends every message back.
 func echo(_ *upstreamEnv, c *upstreamtest.Conn) {

@@ -294,7 +294,7 @@ func (sess *Session) readApp() {
 			sess.logAppEnd(err)
 			return
 		}
-		sess.srv.countMessage(sess.kind, labels.DirectionAppToUpstream)
+		sess.srv.countMessages(sess.kind, labels.DirectionAppToUpstream, 1)
 		if fr == nil {
 			sess.fromAppWhole(op, data)
 		} else if !sess.fromAppSplit(fr, op, data) {
@@ -550,14 +550,15 @@ func protocolDrop(code ws.StatusCode) string {
 	return ""
 }
 
-// countMessage counts one message forwarded in direction (DirectionAppToUpstream
-// or DirectionUpstreamToApp), labelled with the listener kind of its session.
-func (s *Server) countMessage(kind ListenerKind, direction string) {
+// countMessages counts n messages forwarded in direction
+// (DirectionAppToUpstream or DirectionUpstreamToApp), labelled with the
+// listener kind of their session.
+func (s *Server) countMessages(kind ListenerKind, direction string, n int) {
 	if direction == labels.DirectionUpstreamToApp && kind == ListenerTCP {
 		// The line writer counts what it queues: it drops messages by
 		// policy, and a close policy queues the batch before it
 		// (transport.LineConn).
 		return
 	}
-	s.opts.Metrics.Message(direction, string(kind))
+	s.opts.Metrics.Forwarded(direction, string(kind), n)
 }

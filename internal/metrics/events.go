@@ -18,15 +18,16 @@ func (m *Metrics) SessionStarted(listener string) { m.Sessions.WithLabelValues(l
 // SessionEnded counts an app connection gone.
 func (m *Metrics) SessionEnded(listener string) { m.Sessions.WithLabelValues(listener).Dec() }
 
-// Message counts one forwarded message in direction (DirectionAppToUpstream or
-// DirectionUpstreamToApp) for an app on a listener of kind listener. It runs
-// for every message: the known series are resolved once, in New.
-func (m *Metrics) Message(direction, listener string) {
+// Forwarded counts n forwarded messages in direction (DirectionAppToUpstream
+// or DirectionUpstreamToApp) for an app on a listener of kind listener. It
+// runs for every message or burst of messages: the known series are
+// resolved once, in New.
+func (m *Metrics) Forwarded(direction, listener string, n int) {
 	if c := m.messageCounter(direction, listener); c != nil {
-		c.Inc()
+		c.Add(float64(n))
 		return
 	}
-	m.Messages.WithLabelValues(direction, listener).Inc()
+	m.Messages.WithLabelValues(direction, listener).Add(float64(n))
 }
 
 func (m *Metrics) messageCounter(direction, listener string) prometheus.Counter {

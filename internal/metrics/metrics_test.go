@@ -109,11 +109,10 @@ func TestEvents(t *testing.T) {
 	m.SessionStarted(labels.ListenerWS)
 	m.SessionEnded(labels.ListenerWS)
 	m.SessionStarted(labels.ListenerTCP)
-	m.Message(labels.DirectionAppToUpstream, labels.ListenerWS)
-	m.Message(labels.DirectionUpstreamToApp, labels.ListenerWS)
-	m.Message(labels.DirectionUpstreamToApp, labels.ListenerWS)
-	m.Message(labels.DirectionUpstreamToApp, labels.ListenerUnix)
-	m.Message(labels.DirectionAppToUpstream, labels.ListenerTCP)
+	m.Forwarded(labels.DirectionAppToUpstream, labels.ListenerWS, 1)
+	m.Forwarded(labels.DirectionUpstreamToApp, labels.ListenerWS, 2) // a burst
+	m.Forwarded(labels.DirectionUpstreamToApp, labels.ListenerUnix, 1)
+	m.Forwarded(labels.DirectionAppToUpstream, labels.ListenerTCP, 1)
 	m.AppDropped(labels.DropBinary)
 	m.AppDropped(labels.DropBinary)
 	m.AppDropped(labels.DropTooLarge)
@@ -204,8 +203,8 @@ tether_reconnect_seconds_count 1
 // series, rather than lost or folded into a known one.
 func TestMessageUnknownLabels(t *testing.T) {
 	_, m := newMetrics(t)
-	m.Message("sideways", labels.ListenerWS)
-	m.Message(labels.DirectionAppToUpstream, "carrier-pigeon")
+	m.Forwarded("sideways", labels.ListenerWS, 1)
+	m.Forwarded(labels.DirectionAppToUpstream, "carrier-pigeon", 1)
 	for _, labels := range [][2]string{{"sideways", "ws"}, {"app_to_upstream", "carrier-pigeon"}} {
 		if got := testutil.ToFloat64(m.Messages.WithLabelValues(labels[0], labels[1])); got != 1 {
 			t.Errorf("messages%v = %v, want 1", labels, got)

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -52,92 +53,123 @@ func newSeqRules(r Rules) seqRules {
 
 // classify reads a message for the sequence rules: every configured path
 // in one pass, then the session and resync patterns.
-func (r *seqRules) classify(data []byte) Fields { return r.classifyIn(data, nil) }
-
-// classifyIn is classify for a message whose top level the upstream rules'
-// scan read into v (nil when it did not).
-func (r *seqRules) classifyIn(data []byte, v *ruleValues) Fields {
-	var f [numFields]fieldValue
-	r.fields.readIn(data, v, &f)
+func (r *seqRules) classify(data []byte) Fields {
+	var v ruleValues
 	var in Fields
-	in.Seq, in.HasSeq = seqNumber(f[fieldSeq], r.seqPath, data)
-	in.Stream = nameOf(f[fieldStream])
-	in.Epoch = nameOf(f[fieldEpoch])
-	if f[fieldFirst].ok {
-		in.First, in.HasFirst = seqNumber(f[fieldFirst], r.firstPath, data)
-	}
-	if f[fieldPrev].ok {
-		in.Prev, in.HasPrev = seqNumber(f[fieldPrev], r.prevPath, data)
-	}
-	if r.capture && f[fieldSession].ok && r.sessionMatch.Match(data) {
-		in.Session, in.Captured = nameOf(f[fieldSession]), true
-	}
-	if r.resync && f[fieldResync].ok && r.resyncMatch.Match(data) {
-		in.ResyncSeq, in.Resync = seqNumber(f[fieldResync], r.resyncSeqPath, data)
-	}
+	r.classifyIn(data, &v, &in)
 	return in
+}
+
+// classifyIn is classify into in for a message whose top level the upstream
+// rules' scan read into v, when it did (v.known). Otherwise the reader
+// reads the message into v itself: the hiding rules are done with it.
+func (r *seqRules) classifyIn(data []byte, v *ruleValues, in *Fields) {
+	at := &r.fields.sharedAt
+	if !r.fields.shared || !v.known {
+		r.fields.read(data, &v.vals)
+		at = &r.fields.at
+	}
+	vals := &v.vals
+	in.Seq, in.HasSeq = seqNumber(valueAt(vals, at[fieldSeq]), r.seqPath, data)
+	in.Stream = nameOf(valueAt(vals, at[fieldStream]))
+	in.Epoch = nameOf(valueAt(vals, at[fieldEpoch]))
+	if f := valueAt(vals, at[fieldFirst]); f.ok {
+		in.First, in.HasFirst = seqNumber(f, r.firstPath, data)
+	}
+	if f := valueAt(vals, at[fieldPrev]); f.ok {
+		in.Prev, in.HasPrev = seqNumber(f, r.prevPath, data)
+	}
+	if f := valueAt(vals, at[fieldSession]); r.capture && f.ok && r.sessionMatch.Match(data) {
+		in.Session, in.Captured = nameOf(f), true
+	}
+	if f := valueAt(vals, at[fieldResync]); r.resync && f.ok && r.resyncMatch.Match(data) {
+		in.ResyncSeq, in.Resync = seqNumber(f, r.resyncSeqPath, data)
+	}
 }
 
 // fieldReader reads every configured path of a message at once. When all
 // of them are plain top-level keys (seq, session, channel: the usual case)
-// it scans the message's top-level object once and stops as soon as each
-// key has been seen (topScan); otherwise, and for a message the scan does
-// not understand, gjson answers. Either way the results point into the
-// message: they are valid while it is.
+// it scans the message's top-level object once for their distinct keys and
+// stops as soon as each has been seen (topScan): with only TETHER_SEQ_PATH
+// set and the number first, that is the message's first bytes. Otherwise,
+// and for a message the scan does not understand, gjson answers. Either way
+// the results point into the message: they are valid while it is.
 type fieldReader struct {
 	paths [numFields]rules.Path
-	keys  [numFields]string // the top-level key of each set path, when simple
-	n     int               // paths set
-	flat  bool              // every set path is a plain top-level key
+	n     int  // paths set
+	flat  bool // every set path is a plain top-level key
+	// keys are the distinct keys of the set paths, when flat: what one
+	// scan reads. at[i] is where read puts field i's value: the index of
+	// its key in keys when flat, i otherwise; noField when the path is
+	// unset.
+	keys []string
+	at   [numFields]int8
 	// shared: the keys are read by the upstream rules' scan too, where
-	// slot[i] is keys[i]'s index (share).
-	shared bool
-	slot   [numFields]int
+	// field i's value is at sharedAt[i] (share).
+	shared   bool
+	sharedAt [numFields]int8
+}
+
+// noField is the index of an unset path's value: there is none.
+const noField = -1
+
+// noValue is the value of an unset path, for valueAt.
+var noValue fieldValue
+
+// valueAt is the value read at index at of vals, or none for noField.
+func valueAt(vals *[maxRuleKeys]fieldValue, at int8) *fieldValue {
+	if at == noField {
+		return &noValue
+	}
+	return &vals[at]
 }
 
 // share adds the keys to rs, the scan the hiding rules run on every
 // upstream message, so one scan serves both (ruleSet.Upstream), when
 // they are all plain keys and rs has room for them.
 func (r *fieldReader) share(rs *ruleScan) {
-	if !r.flat || r.n == 0 || !rs.fits(r.keys[:]) {
+	if !r.flat || r.n == 0 || !rs.fits(r.keys) {
 		return
 	}
-	for i, k := range r.keys {
-		if k != "" {
-			r.slot[i] = rs.slot(k)
+	for i, a := range r.at {
+		r.sharedAt[i] = noField
+		if a != noField {
+			r.sharedAt[i] = int8(rs.slot(r.keys[a]))
 		}
 	}
 	r.shared = true
 }
 
-// readIn fills out from v, the shared scan's answers for data, when they
-// hold; otherwise it reads data itself.
-func (r *fieldReader) readIn(data []byte, v *ruleValues, out *[numFields]fieldValue) {
-	if !r.shared || v == nil || !v.known {
-		r.read(data, out)
-		return
-	}
-	for i, k := range r.keys {
-		out[i] = fieldValue{}
-		if k != "" {
-			out[i] = v.vals[r.slot[i]]
-		}
-	}
-}
-
 func newFieldReader(paths ...rules.Path) fieldReader {
-	var r fieldReader
-	r.flat = true
+	r := fieldReader{flat: true}
+	for i := range r.at {
+		r.at[i] = noField
+	}
 	for i, p := range paths {
 		if !isSet(p) {
 			continue
 		}
 		r.paths[i] = p
 		r.n++
-		if isPlainKey(p.String()) {
-			r.keys[i] = p.String()
-		} else {
+		if !isPlainKey(p.String()) {
 			r.flat = false
+			continue
+		}
+		k := slices.Index(r.keys, p.String())
+		if k < 0 {
+			k = len(r.keys)
+			r.keys = append(r.keys, p.String())
+		}
+		r.at[i] = int8(k)
+	}
+	if !r.flat {
+		// Each path is looked up on its own, its value kept at its own
+		// index.
+		r.keys = nil
+		for i, p := range r.paths {
+			if r.at[i] = noField; isSet(p) {
+				r.at[i] = int8(i)
+			}
 		}
 	}
 	return r
@@ -154,40 +186,37 @@ func isPlainKey(p string) bool {
 	return err != nil
 }
 
-// read fills out with the value at each set path of data.
-func (r *fieldReader) read(data []byte, out *[numFields]fieldValue) {
+// read puts the value at each set path of data into vals, where r.at
+// says.
+func (r *fieldReader) read(data []byte, vals *[maxRuleKeys]fieldValue) {
 	if r.n == 0 {
-		*out = [numFields]fieldValue{}
 		return
 	}
 	s := unsafe.String(unsafe.SliceData(data), len(data))
 	if r.flat && isObject(s) {
-		// keys is an array inside r: the scanner is built here rather than
-		// kept, so copying a fieldReader never leaves one pointing at
-		// another's keys.
-		top := topScan{keys: r.keys[:], n: r.n}
-		if top.scan(s, out[:]) {
+		top := topScan{keys: r.keys, n: len(r.keys)}
+		if top.scan(s, vals[:len(r.keys)]) {
 			return
 		}
-		r.walk(s, out)
+		r.walk(s, vals)
 		return
 	}
-	*out = [numFields]fieldValue{}
 	for i, p := range r.paths {
-		if isSet(p) {
-			out[i] = valueOf(gjson.Get(s, p.String()))
+		if a := r.at[i]; a != noField {
+			vals[a] = valueOf(gjson.Get(s, p.String()))
 		}
 	}
 }
 
 // walk reads the top-level object with gjson, for what topScan leaves to
 // it. Like gjson.Get, a key that appears twice yields its first value.
-func (r *fieldReader) walk(s string, out *[numFields]fieldValue) {
-	*out = [numFields]fieldValue{}
-	left := r.n
+func (r *fieldReader) walk(s string, vals *[maxRuleKeys]fieldValue) {
+	out := vals[:len(r.keys)]
+	clear(out)
+	left := len(r.keys)
 	gjson.Parse(s).ForEach(func(key, value gjson.Result) bool {
 		for i, k := range r.keys {
-			if k != "" && k == key.Str && !out[i].ok {
+			if k == key.Str && !out[i].ok {
 				out[i] = valueOf(value)
 				left--
 			}
@@ -206,7 +235,7 @@ func isObject(s string) bool {
 // integer within int64. Most are plain digits, parsed at once; other forms
 // (42.0, 4.2e1) go through rules.Path.Int, which decides on the exact
 // decimal value, so numbers above 2^53 stay exact.
-func seqNumber(v fieldValue, p rules.Path, data []byte) (int64, bool) {
+func seqNumber(v *fieldValue, p rules.Path, data []byte) (int64, bool) {
 	if v.kind == gjson.String {
 		// A number written as a JSON string of decimal digits ("42"): SSE
 		// event ids in TETHER_SSE_FORMAT=json, and feeds that quote their
@@ -228,7 +257,7 @@ func seqNumber(v fieldValue, p rules.Path, data []byte) (int64, bool) {
 // nameOf reads a stream name or session id: a string's value, or the text
 // of any other JSON value; "" when absent. The result may point into the
 // message: clone it before keeping it.
-func nameOf(v fieldValue) string {
+func nameOf(v *fieldValue) string {
 	switch {
 	case !v.ok:
 		return ""

@@ -47,8 +47,7 @@ func TestFieldReaderMatchesLookups(t *testing.T) {
 			t.Errorf("paths %q: flat = %v, want %v", set, r.flat, wantFlat)
 		}
 		for _, msg := range msgs {
-			var got [numFields]fieldValue
-			r.read([]byte(msg), &got)
+			got := readFields(&r, []byte(msg))
 			for i, p := range set {
 				var want fieldValue
 				if p != "" {
@@ -130,9 +129,8 @@ func TestSeqNumber(t *testing.T) {
 	p := path(t, "seq")
 	r := newFieldReader(p, rules.Path{}, rules.Path{}, rules.Path{})
 	for _, tc := range tests {
-		var f [numFields]fieldValue
-		r.read([]byte(tc.msg), &f)
-		got, ok := seqNumber(f[fieldSeq], p, []byte(tc.msg))
+		f := readFields(&r, []byte(tc.msg))
+		got, ok := seqNumber(&f[fieldSeq], p, []byte(tc.msg))
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("seqNumber(%s) = %d, %v, want %d, %v", tc.msg, got, ok, tc.want, tc.ok)
 		}
@@ -151,6 +149,10 @@ func FuzzFieldReader(f *testing.F) {
 	f.Add(`{"k":"a\\\"b","seq":-12.5e+3}`, "k")
 	f.Add(`{"k":[")",{"(":"]"}],"seq":true}`, "k")
 	f.Add(`[1,2]`, "seq")
+	// Past the first 16 bytes of a string its backslashes are looked for
+	// only by a caller that wants it: a long key, a long wanted value.
+	f.Add(`{"key_longer_than_16":"an escape past 16 bytes: \"q\" \\","seq":1}`, "key_longer_than_16")
+	f.Add(`{"0123456789abcdefg\u0073eq":1,"seq":2}`, "0123456789abcdefgseq")
 	keys := []string{"seq", "channel", "session", "snapshot"}
 	r := newFieldReader(path(f, "seq"), path(f, "channel"), path(f, "session"), path(f, "snapshot"))
 	f.Fuzz(func(t *testing.T, msg, key string) {
@@ -164,13 +166,12 @@ func FuzzFieldReader(f *testing.F) {
 					t.Fatalf("%q, key %q: slot %d = %+v, gjson %+v", msg, wanted[i], i, got[i], want[i])
 				}
 			}
-			checkSeqNumber(t, msg, got[1], want[1])
+			checkSeqNumber(t, msg, &got[1], want[1])
 		}
 		if !json.Valid([]byte(msg)) {
 			return
 		}
-		var all [numFields]fieldValue
-		r.read([]byte(msg), &all)
+		all := readFields(&r, []byte(msg))
 		for i, k := range keys {
 			if want := valueOf(gjson.Get(msg, k)); all[i] != want {
 				t.Fatalf("%s: %s = %+v, want %+v", msg, k, all[i], want)
@@ -196,7 +197,7 @@ func walkReference(msg string, keys []string) []fieldValue {
 
 // checkSeqNumber compares seqNumber's fast path with strconv on the same
 // value, as the reader read numbers before.
-func checkSeqNumber(t *testing.T, msg string, got, want fieldValue) {
+func checkSeqNumber(t *testing.T, msg string, got *fieldValue, want fieldValue) {
 	t.Helper()
 	if want.kind != gjson.Number {
 		return
@@ -234,6 +235,17 @@ func FuzzParseInt(f *testing.F) {
 	})
 }
 
+// readFields is what r reads in data, field by field.
+func readFields(r *fieldReader, data []byte) [numFields]fieldValue {
+	var v ruleValues
+	r.read(data, &v.vals)
+	var out [numFields]fieldValue
+	for i, a := range r.at {
+		out[i] = *valueAt(&v.vals, a)
+	}
+	return out
+}
+
 func optPath(t *testing.T, p string) (r rules.Path) {
 	if p == "" {
 		return r
@@ -257,20 +269,20 @@ func BenchmarkFieldReader(b *testing.B) {
 		data := []byte(m.msg)
 		b.Run("scan/"+m.name, func(b *testing.B) {
 			b.ReportAllocs()
-			var f [numFields]fieldValue
+			var v ruleValues
 			for b.Loop() {
-				r.read(data, &f)
-				if _, ok := seqNumber(f[fieldSeq], p, data); !ok {
+				r.read(data, &v.vals)
+				if _, ok := seqNumber(valueAt(&v.vals, r.at[fieldSeq]), p, data); !ok {
 					b.Fatal("no number")
 				}
 			}
 		})
 		b.Run("gjson-walk/"+m.name, func(b *testing.B) {
 			b.ReportAllocs()
-			var f [numFields]fieldValue
+			var v ruleValues
 			for b.Loop() {
-				r.walk(m.msg, &f)
-				if _, err := strconv.ParseInt(f[fieldSeq].raw, 10, 64); err != nil {
+				r.walk(m.msg, &v.vals)
+				if _, err := strconv.ParseInt(valueAt(&v.vals, r.at[fieldSeq]).raw, 10, 64); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -220,28 +220,23 @@ func (r *ruleSet) App(data []byte) App {
 
 // Upstream applies the upstream-side rules to one message: the hiding
 // rules and the sequence rules read its top level in one scan when their
-// keys fit one (fieldReader.share).
-func (r *ruleSet) Upstream(data []byte) Upstream {
-	if !r.upstream {
-		var u Upstream
-		if r.seq.on {
-			u.Seq = r.seq.classifyIn(data, nil)
-		}
-		return u
-	}
+// keys fit one (fieldReader.share). The result is filled in place: it is a
+// large struct, and this runs for every upstream message.
+func (r *ruleSet) Upstream(data []byte) (u Upstream) {
 	var v ruleValues
-	r.upScan.read(data, &v)
-	u := r.hidingIn(data, &v)
+	if r.upstream {
+		r.upScan.read(data, &v)
+		r.hidingIn(data, &v, &u)
+	}
 	if r.seq.on {
-		u.Seq = r.seq.classifyIn(data, &v)
+		r.seq.classifyIn(data, &v, &u.Seq)
 	}
 	return u
 }
 
 // hidingIn applies the hiding rules to a message whose top level was read
 // into v by upScan.
-func (r *ruleSet) hidingIn(data []byte, v *ruleValues) Upstream {
-	var u Upstream
+func (r *ruleSet) hidingIn(data []byte, v *ruleValues, u *Upstream) {
 	u.LoginOK = r.authOK.match(data, v)
 	if u.Once = r.hideRepeat.match(data, v); u.Once {
 		u.OnceKey, u.OnceKeyed = keyOf(r.upSubKey.get(data, v))
@@ -254,7 +249,6 @@ func (r *ruleSet) hidingIn(data []byte, v *ruleValues) Upstream {
 		u.EndKey, u.Ends = keyOf(r.upSubKey.get(data, v))
 	}
 	u.KeepaliveReply = r.AppPingMatch != nil && r.pong.answers(data, &r.pongs, v)
-	return u
 }
 
 // idOf reads a message id: a JSON string or number (7 and "7" are the same

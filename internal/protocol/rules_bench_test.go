@@ -77,3 +77,36 @@ func BenchmarkSeqFields(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUpstream is the per-message cost of Upstream under the
+// forwarding benchmarks' rule sets (proxy's BenchmarkForward): sequencing
+// only, and all of a typical configuration, on the events they send. Under
+// seq the number is found within the first bytes and nothing else is read;
+// under all the reply id is looked for in the whole top level.
+func BenchmarkUpstream(b *testing.B) {
+	sets := []struct {
+		name string
+		r    Rules
+	}{
+		{"seq", Rules{SeqPath: path(b, "seq")}},
+		{"all", Rules{
+			SeqPath: path(b, "seq"), AuthMatch: compile(b, `{"op":"login"}`), SubscribeMatch: compile(b, `{"op":"subscribe"}`),
+			UnsubscribeMatch: compile(b, `{"op":"unsubscribe"}`), SubscriptionKey: path(b, "channel"),
+			ReplyIDPath: path(b, "id"), HideOnReconnectMatch: compile(b, `{"t":"welcome"}`),
+		}},
+	}
+	for _, set := range sets {
+		rs := newRuleSet(set.r)
+		for _, size := range []int{64, 1 << 10} {
+			msg := benchEvent(size)
+			b.Run(fmt.Sprintf("rules=%s/%dB", set.name, size), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if u := rs.Upstream(msg); !u.Seq.HasSeq || u.Hides() {
+						b.Fatal("the event was not read as a numbered, shown message")
+					}
+				}
+			})
+		}
+	}
+}

@@ -78,11 +78,11 @@ func (t *topScan) scan(s string, out []fieldValue) bool {
 		if !ok {
 			return false
 		}
-		end, kind, ok := scanValue(s, vstart)
+		end, kind, plain, ok := scanValue(s, vstart)
 		if !ok {
 			return false
 		}
-		if n := t.fill(out, key, s[vstart:end], kind); n > 0 {
+		if n := t.fill(out, key, s[vstart:end], kind, plain); n > 0 {
 			if left -= n; left == 0 {
 				return true // gjson's walk stops here too, reading no further
 			}
@@ -104,15 +104,18 @@ func (t *topScan) scan(s string, out []fieldValue) bool {
 }
 
 // fill stores the value in every slot of key still empty and returns how
-// many it filled.
-func (t *topScan) fill(out []fieldValue, key, raw string, kind gjson.Type) int {
+// many it filled; plain: the value is a string known to have no escapes.
+func (t *topScan) fill(out []fieldValue, key, raw string, kind gjson.Type, plain bool) int {
 	n := 0
 	for i, k := range t.keys {
 		if k != key || k == "" || out[i].ok {
 			continue
 		}
 		out[i] = fieldValue{raw: raw, kind: kind, ok: true}
-		if kind == gjson.String {
+		switch {
+		case kind == gjson.String && plain:
+			out[i].str = raw[1 : len(raw)-1]
+		case kind == gjson.String:
 			out[i].str = stringContent(raw)
 		}
 		n++
@@ -135,12 +138,12 @@ func scanKey(s string, i int) (key string, value int, ok bool) {
 	if i >= len(s) || s[i] != '"' {
 		return "", 0, false
 	}
-	end, ok := scanString(s, i)
+	end, plain, ok := scanString(s, i)
 	if !ok {
 		return "", 0, false
 	}
 	key = s[i+1 : end-1]
-	if strings.IndexByte(key, '\\') >= 0 {
+	if !plain && strings.IndexByte(key, '\\') >= 0 {
 		return "", 0, false
 	}
 	i = skipSpace(s, end)
@@ -150,53 +153,59 @@ func scanKey(s string, i int) (key string, value int, ok bool) {
 	return key, skipSpace(s, i+1), true
 }
 
-// scanValue returns the end and type of the JSON value at s[i].
-func scanValue(s string, i int) (end int, kind gjson.Type, ok bool) {
+// scanValue returns the end and type of the JSON value at s[i], and for a
+// string whether it is plain (scanString).
+func scanValue(s string, i int) (end int, kind gjson.Type, plain, ok bool) {
 	if i >= len(s) {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	switch c := s[i]; {
 	case c == '"':
-		end, ok = scanString(s, i)
-		return end, gjson.String, ok
+		end, plain, ok = scanString(s, i)
+		return end, gjson.String, plain, ok
 	case c == '{' || c == '[':
 		end, ok = scanNested(s, i)
-		return end, gjson.JSON, ok
+		return end, gjson.JSON, false, ok
 	case c == '-' || isDigit(c):
 		end, ok = scanNumber(s, i)
-		return end, gjson.Number, ok
+		return end, gjson.Number, false, ok
 	case c == 't':
 		end, ok = scanWord(s, i, "true")
-		return end, gjson.True, ok
+		return end, gjson.True, false, ok
 	case c == 'f':
 		end, ok = scanWord(s, i, "false")
-		return end, gjson.False, ok
+		return end, gjson.False, false, ok
 	case c == 'n':
 		end, ok = scanWord(s, i, "null")
-		return end, gjson.Null, ok
+		return end, gjson.Null, false, ok
 	}
-	return 0, 0, false
+	return 0, 0, false, false
 }
 
 // scanString returns the end of the string whose opening quote is s[i]:
 // the first quote not escaped, that is preceded by an even run of
-// backslashes (gjson's rule too). Short strings (keys, most values) are read
-// byte by byte; past shortString, IndexByte finds quotes at memory speed.
-func scanString(s string, i int) (int, bool) {
-	end := min(len(s), i+1+shortString)
-	for j := i + 1; j < end; j++ {
+// backslashes (gjson's rule too); and plain when the string is known to
+// have no backslash, which spares the caller looking for one. Short strings
+// (keys, most values) are read byte by byte, which tells; past
+// shortString, IndexByte finds the quote at memory speed, and only a caller
+// that wants the content looks for backslashes (a long padding value is
+// skipped in one pass).
+func scanString(s string, i int) (end int, plain, ok bool) {
+	short := min(len(s), i+1+shortString)
+	from := short
+	for j := i + 1; j < short; j++ {
 		if s[j] == '"' {
-			return j + 1, true
+			return j + 1, true, true
 		}
 		if s[j] == '\\' {
+			from = j
 			break
 		}
 	}
-	from := i + 1
 	for {
 		q := strings.IndexByte(s[from:], '"')
 		if q < 0 {
-			return 0, false
+			return 0, false, false
 		}
 		q += from
 		b := q
@@ -204,7 +213,7 @@ func scanString(s string, i int) (int, bool) {
 			b--
 		}
 		if (q-b)%2 == 0 {
-			return q + 1, true
+			return q + 1, false, true
 		}
 		from = q + 1
 	}
@@ -222,7 +231,7 @@ func scanNested(s string, i int) (int, bool) {
 	for ; i < len(s); i++ {
 		switch s[i] {
 		case '"':
-			end, ok := scanString(s, i)
+			end, _, ok := scanString(s, i)
 			if !ok {
 				return 0, false
 			}

@@ -47,7 +47,7 @@ func (s *Sequencer) requestLocked(b *batch, gt *gapTrack, g buffer.Gap) {
 	if deadline.Sub(now) < s.cfg.GapTimeout/4 {
 		deadline = now.Add(s.cfg.GapTimeout)
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(s.fetchContextLocked())
 	j := &fetchJob{gt: gt, ctx: ctx, cancel: cancel, req: FetchRequest{
 		Gap: buffer.Gap{Stream: gt.name, From: from, To: g.To}, Session: s.session, Deadline: deadline,
 	}}

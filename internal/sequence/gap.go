@@ -104,6 +104,9 @@ func (s *Sequencer) trackLocked(b *batch, stream string, held span, cause gapCau
 	}
 	if open && gt == nil {
 		gt = &gapTrack{name: strings.Clone(stream), maxSeen: last, requested: last}
+		if s.gaps == nil {
+			s.gaps = map[string]*gapTrack{}
+		}
 		s.gaps[gt.name] = gt
 		b.event(event{kind: evGapOpened, stream: gt.name, from: g.From, to: g.To})
 		s.timeGapLocked(b, gt, g, now)

@@ -23,6 +23,7 @@ import (
 // streamState is what the Sequencer remembers of a stream beside the
 // tracker's numbers. Guarded by Sequencer.mu.
 type streamState struct {
+	name  string // the stream's name, its key in Sequencer.streams
 	epoch string // the stream's TETHER_EPOCH_PATH value, "" before one
 	gen   uint64 // the connection its last numbered message came from
 	// newEpoch: a message without a number (a subscribe reply) brought a
@@ -58,20 +59,13 @@ func (e *ResetError) Error() string {
 // first number, then the checks that start its stream over, then the
 // tracker. mu and turn are held.
 func (s *Sequencer) numberedLocked(b *batch, src source, m buffer.SeqMessage, f Fields) {
-	m.Seq, m.First = f.Seq, f.Seq
-	switch {
-	case s.cfg.Model == buffer.ModelRange && f.HasFirst:
-		m.First = f.First
-	case s.cfg.Model == buffer.ModelChain && !f.HasPrev:
+	first, ok := s.firstOf(&f)
+	m.Seq, m.First = f.Seq, first
+	if !ok {
 		// A chain link without a predecessor starts the chain (a Deribit
 		// snapshot): the stream is reset to it.
 		s.resyncLocked(b, f.Stream, m, src)
 		return
-	case s.cfg.Model == buffer.ModelChain:
-		m.First = f.Prev + 1
-		if f.Prev == math.MaxInt64 {
-			m.First = f.Prev
-		}
 	}
 	last, seen := s.tracker.Last(f.Stream)
 	st := s.stateLocked(f.Stream)
@@ -96,12 +90,47 @@ func (s *Sequencer) numberedLocked(b *batch, src source, m buffer.SeqMessage, f 
 	}
 }
 
+// firstOf is the lowest number a numbered message covers under the model
+// (buffer.SeqMessage.First); false for a chain link without a predecessor,
+// which starts its chain over.
+func (s *Sequencer) firstOf(f *Fields) (int64, bool) {
+	switch {
+	case s.cfg.Model == buffer.ModelRange && f.HasFirst:
+		return f.First, true
+	case s.cfg.Model == buffer.ModelChain && !f.HasPrev:
+		return f.Seq, false
+	case s.cfg.Model == buffer.ModelChain && f.Prev == math.MaxInt64:
+		return f.Prev, true
+	case s.cfg.Model == buffer.ModelChain:
+		return f.Prev + 1, true
+	}
+	return f.Seq, true
+}
+
 // stateLocked returns the state of stream, made on first sight.
 func (s *Sequencer) stateLocked(stream string) *streamState {
+	if st := s.knownLocked(stream); st != nil {
+		return st
+	}
+	if s.streams == nil {
+		s.streams = map[string]*streamState{}
+	}
+	st := &streamState{name: strings.Clone(stream)}
+	s.streams[st.name] = st
+	s.hot = st
+	return st
+}
+
+// knownLocked returns the state of stream, nil when it was never seen. The
+// stream of the last call is remembered, so that a feed of one stream, or
+// of long runs of one, finds its state without a map lookup.
+func (s *Sequencer) knownLocked(stream string) *streamState {
+	if s.hot != nil && s.hot.name == stream {
+		return s.hot
+	}
 	st := s.streams[stream]
-	if st == nil {
-		st = &streamState{}
-		s.streams[strings.Clone(stream)] = st
+	if st != nil {
+		s.hot = st
 	}
 	return st
 }

@@ -113,11 +113,16 @@ func (s *Sequencer) resumeDataLocked(gen uint64) []template.Resume {
 	}
 	var out []template.Resume
 	if s.cfg.PerStream {
-		s.tracker.ForEachStream(func(name string, last int64) {
-			out = append(out, template.Resume{Session: session, LastSeq: last, Stream: name})
-		})
-	} else if last, ok := s.tracker.Last(""); ok || session != "" {
+		if s.tracker != nil { // nil: no message yet, no stream known
+			s.tracker.ForEachStream(func(name string, last int64) {
+				out = append(out, template.Resume{Session: session, LastSeq: last, Stream: name})
+			})
+		}
+	} else if last, ok := s.lastLocked(""); ok || session != "" {
 		out = append(out, template.Resume{Session: session, LastSeq: last})
+	}
+	if len(out) > 0 && s.resumed == nil {
+		s.resumed = map[string]uint64{}
 	}
 	for _, d := range out {
 		s.resumed[d.Stream] = gen
@@ -161,7 +166,11 @@ func (p Position) Epoch(stream string) string { return p.epochs[stream] }
 func (s *Sequencer) Position() Position {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := Position{session: s.session, last: make(map[string]int64, s.tracker.Streams())}
+	p := Position{session: s.session}
+	if s.tracker == nil {
+		return p
+	}
+	p.last = make(map[string]int64, s.tracker.Streams())
 	s.tracker.ForEachStream(func(name string, last int64) { p.last[name] = last })
 	for name, st := range s.streams {
 		if st.epoch != "" {

@@ -58,7 +58,7 @@ func TestResumeData(t *testing.T) {
 				s.captureLocked(c.gen, c.id)
 			}
 			for _, d := range tc.delivered {
-				s.tracker.Offer(d.stream, buffer.SeqMessage{Seq: d.seq, Message: buffer.Message{Data: []byte("x")}}, func(buffer.SeqMessage) {})
+				s.trackerLocked().Offer(d.stream, buffer.SeqMessage{Seq: d.seq, Message: buffer.Message{Data: []byte("x")}}, func(buffer.SeqMessage) {})
 			}
 			got := s.resumeDataLocked(tc.gen)
 			if !slices.Equal(got, tc.want) {

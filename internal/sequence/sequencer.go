@@ -21,8 +21,8 @@ type Sequencer struct {
 	log      *zap.Logger
 	metrics  Metrics
 	clock    Clock
-	ctx      context.Context // the fetches' parent; ends with Stop
-	cancel   context.CancelFunc
+	meter    buffer.Meter    // the held bytes' account, nil for none
+	parent   context.Context // the session's
 
 	// turn orders the deliveries. Three kinds of goroutine deliver: the
 	// upstream reader, a gap timer applying the policy, and a fetch feeding
@@ -45,23 +45,29 @@ type Sequencer struct {
 	readerTurn bool  // the upstream reader holds turn; only the reader touches it
 	batch      batch // the output of the turn's holder
 
-	mu      sync.Mutex // guards everything below but wg
-	tracker *buffer.Tracker
+	mu      sync.Mutex      // guards everything below but wg
+	tracker *buffer.Tracker // nil until the first message (trackerLocked)
+	// ctx is the fetches' parent, a child of parent made with the first
+	// fetch or snapshot (fetchContextLocked); Stop cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// session is the latest captured session id, sessionGen the connection
 	// it came from and prevSession the one captured before that connection:
 	// what a resume on connection sessionGen asks for (resume.go).
 	session, prevSession string
 	sessionGen           uint64
-	gaps                 map[string]*gapTrack // streams with held messages
-	streams              map[string]*streamState
-	resumed              map[string]uint64 // stream → connection whose restore asked to resume it, until answered
-	episodes             uint64            // numbers gap timeouts, so a stale timer knows it
-	held                 int               // held bytes last reported to Metrics
-	dups                 dupReport
-	fillable             bool           // a resume, a catch-up or a resync may fill a gap across a reconnect
-	failed               bool           // the close policy closed the app: nothing more is delivered
-	closed               bool           // Stop was called: no new timer callback or fetch
-	wg                   sync.WaitGroup // timer callbacks and fetches under way
+	// gaps, streams and resumed are nil until their first entry.
+	gaps     map[string]*gapTrack // streams with held messages
+	streams  map[string]*streamState
+	hot      *streamState      // the stream knownLocked found last
+	resumed  map[string]uint64 // stream → connection whose restore asked to resume it, until answered
+	episodes uint64            // numbers gap timeouts, so a stale timer knows it
+	held     int               // held bytes last reported to Metrics
+	dups     dupReport
+	fillable bool           // a resume, a catch-up or a resync may fill a gap across a reconnect
+	failed   bool           // the close policy closed the app: nothing more is delivered
+	closed   bool           // Stop was called: no new timer callback or fetch
+	wg       sync.WaitGroup // timer callbacks and fetches under way
 }
 
 // New returns the Sequencer of one session. ctx is the session's: its end
@@ -82,11 +88,9 @@ func New(ctx context.Context, opts Options) *Sequencer {
 		log:      opts.Log,
 		metrics:  opts.Metrics,
 		clock:    cfg.Clock,
-		tracker:  buffer.NewModelTracker(cfg.HoldMaxBytes, cfg.Model),
-		gaps:     map[string]*gapTrack{},
-		streams:  map[string]*streamState{},
+		meter:    opts.Meter,
+		parent:   ctx,
 		fillable: cfg.Resume.IsSet() || cfg.Fetch != nil || cfg.Resyncs,
-		resumed:  map[string]uint64{},
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -94,11 +98,41 @@ func New(ctx context.Context, opts Options) *Sequencer {
 	if s.metrics == nil {
 		s.metrics = nopMetrics{}
 	}
-	if opts.Meter != nil {
-		s.tracker.SetMeter(opts.Meter)
-	}
-	s.ctx, s.cancel = context.WithCancel(ctx)
 	return s
+}
+
+// trackerLocked returns the tracker, made with the first message: most of
+// a server's sessions may sit idle, and an idle one should not pay for
+// sequencing it never does (nor for its maps and the fetches' context,
+// also made on first use). Only what a message reaches needs it; the
+// readers that may come first (resumeDataLocked, Position) take a nil
+// tracker for one that has seen nothing.
+func (s *Sequencer) trackerLocked() *buffer.Tracker {
+	if s.tracker == nil {
+		s.tracker = buffer.NewModelTracker(s.cfg.HoldMaxBytes, s.cfg.Model)
+		if s.meter != nil {
+			s.tracker.SetMeter(s.meter)
+		}
+	}
+	return s.tracker
+}
+
+// lastLocked is the tracker's Last, for a reader that may come before the
+// first message.
+func (s *Sequencer) lastLocked(stream string) (int64, bool) {
+	if s.tracker == nil {
+		return 0, false
+	}
+	return s.tracker.Last(stream)
+}
+
+// fetchContextLocked is the parent of the fetches and snapshots, made with
+// the first of them; Stop cancels it. Not called once closed.
+func (s *Sequencer) fetchContextLocked() context.Context {
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(s.parent)
+	}
+	return s.ctx
 }
 
 // source is where a sequenced message came from: the upstream connection
@@ -122,10 +156,47 @@ func (s *Sequencer) Offer(gen uint64, msg buffer.Message, hidden bool, f Fields)
 	s.takeReaderTurn()
 	b := s.batch.reset()
 	s.mu.Lock()
-	s.sequenceLocked(b, source{gen: gen}, msg, hidden, f)
-	s.noteHeldLocked(b)
+	if !s.inOrderLocked(b, gen, msg, hidden, &f) {
+		s.sequenceLocked(b, source{gen: gen}, msg, hidden, f)
+		s.noteHeldLocked(b)
+	}
 	s.mu.Unlock()
 	s.finish(b, false)
+}
+
+// inOrderLocked is sequenceLocked for the message nearly every Offer
+// brings: numbered, of a stream already seen on the same connection, in
+// the same epoch, while no stream holds messages, no resume waits for its
+// answer and no duplicate waits to be reported. Then nothing but the
+// tracker has anything to do (the resets, the gap bookkeeping, the
+// recoveries and the duplicate lines all start from one of those
+// conditions), and when the tracker delivers the message, held bytes and
+// stale counts cannot have changed either. It reports false, having done
+// nothing, for any other message; a message the tracker does not deliver
+// (a duplicate, the start of a gap) goes on to offerLocked's handling of
+// the verdict. mu and turn are held.
+func (s *Sequencer) inOrderLocked(b *batch, gen uint64, msg buffer.Message, hidden bool, f *Fields) bool {
+	if !f.HasSeq || f.Captured || f.Resync || s.failed || len(s.gaps) > 0 || len(s.resumed) > 0 || s.dups.n > 0 {
+		return false
+	}
+	st := s.knownLocked(f.Stream)
+	if st == nil || st.gen != gen || st.newEpoch || (f.Epoch != "" && f.Epoch != st.epoch) {
+		return false
+	}
+	first, ok := s.firstOf(f)
+	if !ok {
+		return false
+	}
+	m := buffer.SeqMessage{Seq: f.Seq, First: first, Message: msg, Hidden: hidden, EventID: f.EventID}
+	if s.cfg.EventIDs && m.EventID == "" && !hidden {
+		m.EventID = EventID(f.Stream, f.Seq)
+	}
+	res := s.tracker.Offer(f.Stream, m, b.collect)
+	if res.Verdict != buffer.Delivered {
+		s.offeredLocked(b, f.Stream, m, source{gen: gen}, false, res)
+		s.noteHeldLocked(b)
+	}
+	return true
 }
 
 // Flush passes on what Offer left in the App's batch and gives the delivery
@@ -157,8 +228,11 @@ func (s *Sequencer) Stop() {
 	for _, gt := range s.gaps {
 		gt.stop()
 	}
+	cancel := s.cancel
 	s.mu.Unlock()
-	s.cancel()
+	if cancel != nil {
+		cancel()
+	}
 	s.wg.Wait()
 	b := &batch{}
 	s.mu.Lock()
@@ -173,6 +247,7 @@ func (s *Sequencer) Stop() {
 
 // sequenceLocked applies the tracker to one message. mu and turn are held.
 func (s *Sequencer) sequenceLocked(b *batch, src source, msg buffer.Message, hidden bool, f Fields) {
+	s.trackerLocked()
 	if s.failed {
 		return
 	}
@@ -205,7 +280,11 @@ func (s *Sequencer) sequenceLocked(b *batch, src source, msg buffer.Message, hid
 // offerLocked sequences a numbered message; fresh: the stream's first on
 // its connection.
 func (s *Sequencer) offerLocked(b *batch, stream string, m buffer.SeqMessage, src source, fresh bool) {
-	res := s.tracker.Offer(stream, m, b.collect)
+	s.offeredLocked(b, stream, m, src, fresh, s.tracker.Offer(stream, m, b.collect))
+}
+
+// offeredLocked acts on the tracker's verdict res on m.
+func (s *Sequencer) offeredLocked(b *batch, stream string, m buffer.SeqMessage, src source, fresh bool, res buffer.OfferResult) {
 	for res.Verdict == buffer.HoldFull {
 		// No room to wait for the gap: the policy decides now, as if it
 		// had timed out (buffer.Tracker.Offer).
@@ -355,6 +434,7 @@ func (s *Sequencer) deliver(b *batch) {
 		s.app.Deliver(out)
 	}
 	clear(b.out) // the App copied the payloads it keeps
+	b.out = b.out[:0]
 }
 
 // startFetches starts the fetches requestLocked registered with wg.

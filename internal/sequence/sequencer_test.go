@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/tetherproxy/tether/internal/labels"
 )
 
@@ -115,6 +117,9 @@ func TestStopWaitsForTimer(t *testing.T) {
 		h.clock.Advance(testTimeout) // skips 2, then blocks delivering 3
 	}()
 	<-h.app.entered
+	h.s.mu.Lock()
+	fetches := h.s.fetchContextLocked() // made with the first fetch otherwise
+	h.s.mu.Unlock()
 	stopped := make(chan []string)
 	go func() {
 		h.s.Stop()
@@ -122,7 +127,7 @@ func TestStopWaitsForTimer(t *testing.T) {
 		// if Stop waited for it (otherwise -race reports it, too).
 		stopped <- h.app.got
 	}()
-	<-h.s.ctx.Done() // Stop has begun: it cancels before it waits
+	<-fetches.Done() // Stop has begun: it cancels before it waits
 	close(h.app.gate)
 	if got := <-stopped; len(got) != 2 {
 		t.Fatalf("Stop returned before the timer callback under way: the app had %q", got)
@@ -178,5 +183,30 @@ func TestNewRequires(t *testing.T) {
 			}()
 			New(context.Background(), opts)
 		}()
+	}
+}
+
+// A session that never gets a sequenced message (most of a server's, often)
+// pays for its Sequencer alone: the tracker, the maps and the fetches'
+// context come with the first message that needs them, and a resume or a
+// position asked for before then finds nothing.
+func TestIdleSequencerAllocatesItselfOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := Options{Config: Config{Resume: mustResume(t, `{"after":{{.LastSeq}}}`)}, App: discardApp{},
+		Log: zap.NewNop(), Metrics: nopMetrics{}}
+	var s *Sequencer
+	if n := testing.AllocsPerRun(100, func() { s = New(ctx, opts) }); n != 1 {
+		t.Errorf("New allocated %v times, want once (the Sequencer)", n)
+	}
+	if got := s.ResumeMessages(1); len(got) != 0 {
+		t.Errorf("resume before any message: %+v, want none", got)
+	}
+	if _, ok := s.Position().LastSeq(""); ok {
+		t.Error("a position before any message has a last number")
+	}
+	s.Stop()
+	if s.tracker != nil || s.gaps != nil || s.streams != nil || s.resumed != nil || s.ctx != nil {
+		t.Error("an idle Sequencer made its tracker, maps or fetch context")
 	}
 }

@@ -85,7 +85,7 @@ func (s *Sequencer) snapshotLocked(b *batch, gt *gapTrack) bool {
 	s.episodes++
 	gt.episode = s.episodes
 	s.armLocked(gt, s.cfg.GapTimeout)
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(s.fetchContextLocked())
 	j := &snapshotJob{gt: gt, ctx: ctx, cancel: cancel, req: SnapshotRequest{
 		Stream: gt.name, Session: s.session, Deadline: s.clock.Now().Add(s.cfg.GapTimeout),
 	}}
