@@ -78,13 +78,15 @@
 // which the sequencing's events pass through on their way to Metrics.
 //
 // Concurrency: a Server is safe for concurrent use. Each Session has one goroutine
-// reading the app (the one that accepted it), one sending keepalive beats when
-// its protocol has them, the app connection's writer goroutine while something
-// is queued for the app, and the client's own goroutines, which reach the
-// session through upstreamHandler, its upstream.Handler (the reader calls
-// Message and Flush, a restore goroutine per connection calls Restore, the
-// client's goroutine Lost, and Stopped, upstreamStopped, which closes the app
-// when the client gives up); Session.mu guards the live
+// reading the app (started once the handshake is done), one sending keepalive
+// beats when its protocol has them, the app connection's writer goroutine only
+// for what its socket did not take at once (the goroutine that queues a burst
+// writes it itself: internal/wsconn), and the client's own goroutines, which
+// reach the session through upstreamHandler, its upstream.Handler (the reader
+// calls Message and Flush, a restore goroutine per connection calls Restore,
+// the goroutine that drives the client's state machine, started per event,
+// calls Lost, and Stopped, upstreamStopped, which closes the app when the
+// client gives up); Session.mu guards the live
 // connection pointer, the outbox and the protocol state, and is never held
 // across I/O. A restore waiting for the login answer is released by the
 // reader through a channel.
